@@ -1,0 +1,49 @@
+# One entry point for people and CI. `make test` is what .ci/run runs.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv lint typecheck contracts unit e2e test testbed demo bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check mcad tests e2e benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy mcad e2e/cluster
+
+contracts: $(STAMP)
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests
+
+# Builds the control-plane binaries (or reuses the cache), brings the test bed up
+# once, runs every end-to-end test against it, and tears it down.
+e2e: $(STAMP)
+	$(BIN)/pytest -q -m e2e e2e
+
+test: lint typecheck contracts unit e2e
+
+# The test bed alone, for poking at by hand: make testbed; then python -m e2e.cluster down --dir tb
+testbed: $(STAMP)
+	$(BIN)/python -m e2e.cluster up --dir tb --spokes 2 --nodes 4 --gpus-per-node 8
+
+demo: $(STAMP)
+	$(BIN)/python -m e2e.demo
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/dispatch_cycle.py
+
+clean:
+	-$(BIN)/python -m e2e.cluster down --dir tb
+	rm -rf $(VENV) tb .mypy_cache .ruff_cache .pytest_cache .hypothesis
