@@ -1,0 +1,480 @@
+"""The quota forest: may this AppWrapper be charged, and whom to evict so it can.
+
+MCAD's QuotaSubtrees describe a forest. Each tree (``metadata.labels.tree``) is the
+union of its QuotaSubtree objects; each object names a ``spec.parent`` node and lists
+``children`` nodes with a quota and a ``hardLimit``. An AppWrapper picks one node per
+tree with its label ``<tree>: <node>`` (``default`` when unlabelled) and must fit in
+every tree at once. Any node may be picked, usually a leaf.
+
+The rule, stated once (Kueue-like, and what MCAD's hardLimit means):
+
+- Usage is charged to the picked node and every ancestor, so a node's usage is the
+  usage of its whole subtree.
+- A node limits only the resources it names.
+- For a resource ``r`` a node names, its quota is *enforced* (subtree usage plus the
+  new demand must stay within it) when the node is hard, or is a root, or no ancestor
+  names ``r`` (nobody above could lend it). A soft node's quota is otherwise not a
+  ceiling: the excess is borrowed from the ancestors, and their enforced quotas, which
+  include every sibling's usage, are what bound the borrowing.
+
+So ``fits`` checks a precomputed list of ``(node, quota)`` pairs per resource along the
+path: a few dict lookups, no walk. A borrower is an AppWrapper whose path, below the
+node that blocks a preemptor, runs through a node using more of the blocked resource
+than its own quota; those, and only those of lower priority, can be evicted for it.
+
+Build problems (unknown parent, cycle, duplicate node, negative quota) are reported as
+sentences and the rest is still built: nodes that cannot be placed in a tree, and the
+nodes under them, are left out, and AppWrappers naming them stay pending with a
+message that says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mcad.core.quantity import QuantityError, format_quantity
+from mcad.core.resources import ResourceList
+
+DEFAULT_NODE = "default"
+"""The node an AppWrapper without a label for a tree is charged to."""
+
+
+@dataclass(frozen=True)
+class QuotaNodeSpec:
+    """One node of a quota tree, as a QuotaSubtree child declares it."""
+
+    tree: str
+    name: str
+    parent: str | None
+    quota: ResourceList
+    hard_limit: bool
+
+
+@dataclass(frozen=True)
+class QuotaAssignment:
+    """The node an AppWrapper is charged to in each tree: ``(tree, node)``, by tree."""
+
+    leaves: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class QuotaProblem:
+    """Why an AppWrapper cannot be charged: ``QuotaNodeNotFound`` or ``QuotaExceeded``."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class QuotaCharge:
+    """An AppWrapper currently charged to the forest: an eviction candidate."""
+
+    key: str
+    priority: int
+    assignment: QuotaAssignment
+    amount: ResourceList
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    tree: str
+    name: str
+    quota: Mapping[str, int]
+    path: tuple[int, ...]                      # this node's index, then its ancestors'
+    enforced: tuple[tuple[str, int], ...]      # (resource, quota) this node is a ceiling for
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What ``fits``, ``charge`` and ``release`` need for one assignment, precomputed."""
+
+    ids: tuple[int, ...]                                   # every node charged
+    checks: Mapping[str, tuple[tuple[int, int], ...]]      # resource -> (node, quota)
+    paths: Mapping[str, tuple[int, ...]]                   # tree -> path, leaf first
+    problem: QuotaProblem | None = None
+
+
+class _Structure:
+    """The immutable shape of the forest, shared by a forest and all its copies."""
+
+    def __init__(self, nodes: list[_Node], unusable: dict[tuple[str, str], str],
+                 trees: list[str]) -> None:
+        self.nodes = nodes
+        self.index = {(n.tree, n.name): i for i, n in enumerate(nodes)}
+        self.unusable = unusable
+        self.trees = trees
+        self.plans: dict[QuotaAssignment, _Plan] = {}
+
+    def plan(self, assignment: QuotaAssignment) -> _Plan:
+        plan = self.plans.get(assignment)
+        if plan is None:
+            plan = self.plans[assignment] = self._compile(assignment)
+        return plan
+
+    def _compile(self, assignment: QuotaAssignment) -> _Plan:
+        ids: list[int] = []
+        checks: dict[str, list[tuple[int, int]]] = {}
+        paths: dict[str, tuple[int, ...]] = {}
+        for tree, name in assignment.leaves:
+            leaf = self.index.get((tree, name))
+            if leaf is None:
+                return _Plan((), {}, {}, self.not_found(tree, name))
+            path = self.nodes[leaf].path
+            paths[tree] = path
+            ids.extend(path)
+            for node_id in path:
+                for resource, quota in self.nodes[node_id].enforced:
+                    checks.setdefault(resource, []).append((node_id, quota))
+        return _Plan(tuple(ids), {r: tuple(c) for r, c in checks.items()}, paths)
+
+    def not_found(self, tree: str, name: str) -> QuotaProblem:
+        why = self.unusable.get((tree, name))
+        if why is not None:
+            message = f"quota tree {tree} node {name} is not usable: {why}"
+        elif tree not in self.trees:
+            message = f"there is no quota tree {tree}"
+        else:
+            message = (f"quota tree {tree} has no node {name}; label the AppWrapper "
+                       f"{tree}: <node> with one of its nodes")
+        return QuotaProblem("QuotaNodeNotFound", message)
+
+
+class QuotaForest:
+    """Quota trees with their current usage; ``copy()`` to simulate decisions."""
+
+    __slots__ = ("_structure", "_usage")
+
+    def __init__(self, structure: _Structure, usage: list[dict[str, int]]) -> None:
+        self._structure = structure
+        self._usage = usage
+
+    @classmethod
+    def build(cls, nodes: Iterable[QuotaNodeSpec]) -> tuple[QuotaForest, list[str]]:
+        """The forest of ``nodes`` with no usage, and its problems as sentences."""
+        structure, problems = _build_structure(nodes)
+        return cls(structure, [{} for _ in structure.nodes]), problems
+
+    def trees(self) -> list[str]:
+        return list(self._structure.trees)
+
+    def nodes(self) -> list[tuple[str, str]]:
+        """Every usable ``(tree, node)``, sorted."""
+        return sorted(self._structure.index)
+
+    def resolve(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:
+        """The node per tree an AppWrapper with these labels is charged to."""
+        structure = self._structure
+        leaves = []
+        for tree in structure.trees:
+            name = labels.get(tree)
+            if name is None:
+                if (tree, DEFAULT_NODE) not in structure.index:
+                    return QuotaProblem(
+                        "QuotaNodeNotFound",
+                        f"the AppWrapper has no label {tree} and quota tree {tree} has no "
+                        f"node {DEFAULT_NODE}; label it {tree}: <node> with one of its nodes",
+                    )
+                name = DEFAULT_NODE
+            if (tree, name) not in structure.index:
+                return structure.not_found(tree, name)
+            leaves.append((tree, name))
+        return QuotaAssignment(tuple(leaves))
+
+    def fits(self, assignment: QuotaAssignment, amount: ResourceList) -> QuotaProblem | None:
+        """None when ``amount`` can be charged to ``assignment`` now, else why not."""
+        plan = self._structure.plan(assignment)
+        if plan.problem is not None:
+            return plan.problem
+        usage = self._usage
+        checks = plan.checks
+        for resource, demand in amount.items():
+            for node_id, quota in checks.get(resource, ()):
+                if usage[node_id].get(resource, 0) + demand > quota:
+                    return self._exceeded(plan, amount)
+        return None
+
+    def charge(self, assignment: QuotaAssignment, amount: ResourceList) -> None:
+        """Add ``amount`` to the usage of every node on the assignment's paths."""
+        plan = self._structure.plan(assignment)
+        if plan.problem is not None:
+            raise KeyError(plan.problem.message)
+        usage = self._usage
+        items = amount.items()
+        for node_id in plan.ids:
+            node_usage = usage[node_id]
+            for resource, value in items:
+                node_usage[resource] = node_usage.get(resource, 0) + value
+
+    def release(self, assignment: QuotaAssignment, amount: ResourceList) -> None:
+        """Undo ``charge(assignment, amount)``."""
+        plan = self._structure.plan(assignment)
+        if plan.problem is not None:
+            raise KeyError(plan.problem.message)
+        usage = self._usage
+        items = amount.items()
+        for node_id in plan.ids:
+            node_usage = usage[node_id]
+            for resource, value in items:
+                left = node_usage.get(resource, 0) - value
+                if left:
+                    node_usage[resource] = left
+                else:
+                    node_usage.pop(resource, None)
+
+    def copy(self) -> QuotaForest:
+        """An independent forest with the same shape and usage (shape is shared)."""
+        return QuotaForest(self._structure, [dict(u) for u in self._usage])
+
+    def usage(self, tree: str, node: str) -> ResourceList:
+        """What the node's subtree is charged with now."""
+        return ResourceList(self._usage[self._node_id(tree, node)])
+
+    def limit(self, tree: str, node: str) -> ResourceList:
+        """The node's own quota (only the resources it names)."""
+        return ResourceList(self._structure.nodes[self._node_id(tree, node)].quota)
+
+    def evictions_for(self, assignment: QuotaAssignment, amount: ResourceList,
+                      candidates: Sequence[QuotaCharge], *,
+                      priority: int) -> list[str] | None:
+        """Keys of a minimal set of lower-priority borrowers whose release makes room.
+
+        Candidates are taken lowest priority first, ties by key, and only while they
+        help: each must be, at that point, a borrower under a node that still blocks
+        the preemptor. Once ``amount`` fits, every chosen one that can be given back
+        without breaking the fit is given back (so no single key can be dropped), and
+        the result is checked on a fresh copy. Empty when it already fits; None when
+        even all eligible evictions are not enough.
+        """
+        plan = self._structure.plan(assignment)
+        if plan.problem is not None:
+            return None
+        if self.fits(assignment, amount) is None:
+            return []
+        simulated = self.copy()
+        chosen: list[QuotaCharge] = []
+        ordered = sorted((c for c in candidates if c.priority < priority),
+                         key=lambda c: (c.priority, c.key))
+        fitted = False
+        for candidate in ordered:
+            if not simulated._helps(plan, amount, candidate):
+                continue
+            simulated.release(candidate.assignment, candidate.amount)
+            chosen.append(candidate)
+            if simulated.fits(assignment, amount) is None:
+                fitted = True
+                break
+        if not fitted:
+            return None
+        needed = list(chosen)
+        for candidate in reversed(chosen):
+            simulated.charge(candidate.assignment, candidate.amount)
+            if simulated.fits(assignment, amount) is None:
+                needed.remove(candidate)
+            else:
+                simulated.release(candidate.assignment, candidate.amount)
+        check = self.copy()
+        for candidate in needed:
+            check.release(candidate.assignment, candidate.amount)
+        if check.fits(assignment, amount) is not None:
+            return None
+        return [c.key for c in needed]
+
+    # -- internals --------------------------------------------------------------------
+
+    def _node_id(self, tree: str, node: str) -> int:
+        node_id = self._structure.index.get((tree, node))
+        if node_id is None:
+            raise KeyError(self._structure.not_found(tree, node).message)
+        return node_id
+
+    def _blocked(self, plan: _Plan, amount: ResourceList) -> list[tuple[int, str]]:
+        """Every ``(node, resource)`` on the plan's paths that ``amount`` overflows."""
+        usage = self._usage
+        return [(node_id, resource)
+                for resource, demand in amount.items()
+                for node_id, quota in plan.checks.get(resource, ())
+                if usage[node_id].get(resource, 0) + demand > quota]
+
+    def _exceeded(self, plan: _Plan, amount: ResourceList) -> QuotaProblem:
+        blocked = set(self._blocked(plan, amount))
+        nodes = self._structure.nodes
+        for path in plan.paths.values():
+            for node_id in path:
+                short = sorted(r for n, r in blocked if n == node_id)
+                if not short:
+                    continue
+                node = nodes[node_id]
+                usage = self._usage[node_id]
+                parts = [
+                    f"needs {format_quantity(amount[r], resource=r)} {r}, "
+                    f"{format_quantity(max(node.quota[r] - usage.get(r, 0), 0), resource=r)}"
+                    " free"
+                    for r in short
+                ]
+                return QuotaProblem(
+                    "QuotaExceeded",
+                    f"quota tree {node.tree} node {node.name}: {'; '.join(parts)}",
+                )
+        raise AssertionError("_exceeded called for an amount that fits")
+
+    def _helps(self, plan: _Plan, amount: ResourceList, candidate: QuotaCharge) -> bool:
+        """True when evicting ``candidate`` frees a blocked resource it borrows."""
+        theirs = self._structure.plan(candidate.assignment)
+        if theirs.problem is not None:
+            return False
+        nodes = self._structure.nodes
+        for blocking, resource in self._blocked(plan, amount):
+            if candidate.amount[resource] <= 0:
+                continue
+            path = theirs.paths.get(nodes[blocking].tree, ())
+            if blocking not in path:
+                continue
+            for node_id in path[:path.index(blocking)]:
+                quota = nodes[node_id].quota
+                if resource in quota and self._usage[node_id].get(resource, 0) > quota[resource]:
+                    return True
+        return False
+
+
+def _build_structure(specs: Iterable[QuotaNodeSpec]) -> tuple[_Structure, list[str]]:
+    problems: list[str] = []
+    declared: dict[tuple[str, str], QuotaNodeSpec] = {}
+    quotas: dict[tuple[str, str], dict[str, int]] = {}
+    trees: set[str] = set()
+    for spec in specs:
+        key = (spec.tree, spec.name)
+        trees.add(spec.tree)
+        if key in declared:
+            problems.append(
+                f"quota tree {spec.tree} declares node {spec.name} more than once; "
+                "the first declaration is used, remove the others"
+            )
+            continue
+        declared[key] = spec
+        quota = dict(spec.quota)
+        for resource, value in sorted(quota.items()):
+            if value < 0:
+                problems.append(
+                    f"quota tree {spec.tree} node {spec.name} has a negative quota of "
+                    f"{format_quantity(value, resource=resource)} {resource}; "
+                    "it counts as 0 until fixed"
+                )
+                quota[resource] = 0
+        quotas[key] = quota
+
+    unusable: dict[tuple[str, str], str] = {}
+    usable: set[tuple[str, str]] = set()
+    for start in declared:
+        # Walk up from ``start`` until the walk meets a root, a node already judged,
+        # a missing parent or itself; everything walked shares the outcome.
+        walk: list[tuple[str, str]] = []
+        key = start
+        culprit: tuple[str, str] | None = None
+        while key not in usable:
+            if key in unusable:
+                culprit = key
+                break
+            if key in walk:
+                cycle = walk[walk.index(key):]
+                names = " -> ".join(name for _, name in [*cycle, key])
+                problems.append(f"quota tree {key[0]} has a cycle of parents {names}; "
+                                "these nodes and the nodes under them are left out")
+                for member in cycle:
+                    unusable[member] = f"it is in the cycle of parents {names}"
+                del walk[walk.index(key):]
+                culprit = key
+                break
+            walk.append(key)
+            parent = declared[key].parent
+            if parent is None:
+                break
+            if (key[0], parent) not in declared:
+                problems.append(
+                    f"quota tree {key[0]} node {key[1]} names parent {parent}, which is "
+                    "not a node of that tree; it and the nodes under it are left out"
+                )
+                unusable[key] = f"its parent {parent} is not a node of quota tree {key[0]}"
+                walk.pop()
+                culprit = key
+                break
+            key = (key[0], parent)
+        if culprit is None:
+            usable.update(walk)
+            continue
+        why = unusable[culprit]
+        if not why.startswith("it is under"):
+            why = f"it is under node {culprit[1]}, which is left out: {why}"
+        for member in walk:
+            unusable[member] = why
+
+    order = sorted(usable)
+    index = {key: i for i, key in enumerate(order)}
+    paths: dict[tuple[str, str], tuple[int, ...]] = {}
+
+    def path_of(key: tuple[str, str]) -> tuple[int, ...]:
+        known = paths.get(key)
+        if known is None:
+            parent = declared[key].parent
+            known = (index[key],) + (() if parent is None else path_of((key[0], parent)))
+            paths[key] = known
+        return known
+
+    nodes = []
+    for key in order:
+        path = path_of(key)
+        spec = declared[key]
+        hard = spec.hard_limit or spec.parent is None
+        above: set[str] = set()
+        for ancestor in path[1:]:
+            above.update(quotas[order[ancestor]])
+        enforced = tuple((r, q) for r, q in sorted(quotas[key].items())
+                         if hard or r not in above)
+        nodes.append(_Node(spec.tree, spec.name, quotas[key], path, enforced))
+    return _Structure(nodes, unusable, sorted(trees)), problems
+
+
+def nodes_from_subtree(obj: Mapping[str, Any]) -> list[QuotaNodeSpec]:
+    """The quota nodes one QuotaSubtree object declares (its ``spec.children``).
+
+    Raises ``ValueError`` with a sentence for a malformed object.
+    """
+    metadata = obj.get("metadata") or {}
+    what = f"QuotaSubtree {metadata.get('namespace', '')}/{metadata.get('name', '')}"
+    labels = metadata.get("labels") or {}
+    tree = labels.get("tree") if isinstance(labels, Mapping) else None
+    if not tree or not isinstance(tree, str):
+        raise ValueError(f"{what} has no label tree; label it tree: <name of its quota tree>")
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"{what} has a spec that is not an object")
+    parent = spec.get("parent") or None
+    if parent is not None and not isinstance(parent, str):
+        raise ValueError(f"{what} spec.parent must be a node name, not {parent!r}")
+    children = spec.get("children") or []
+    if not isinstance(children, list):
+        raise ValueError(f"{what} spec.children must be a list")
+    out = []
+    for i, child in enumerate(children):
+        where = f"{what} spec.children[{i}]"
+        if not isinstance(child, Mapping) or not isinstance(child.get("name"), str) \
+                or not child["name"]:
+            raise ValueError(f"{where} has no name; every child names a quota node")
+        quotas = child.get("quotas") or {}
+        if not isinstance(quotas, Mapping):
+            raise ValueError(f"{where} ({child['name']}) quotas must be an object")
+        hard = quotas.get("hardLimit", False)
+        if not isinstance(hard, bool):
+            raise ValueError(f"{where} ({child['name']}) quotas.hardLimit must be true or "
+                             f"false, not {hard!r}")
+        requests = quotas.get("requests") or {}
+        if not isinstance(requests, Mapping):
+            raise ValueError(f"{where} ({child['name']}) quotas.requests must be an object")
+        try:
+            quota = ResourceList.parse(requests)
+        except QuantityError as err:
+            raise ValueError(f"{where} ({child['name']}) quotas.requests.{err}") from err
+        out.append(QuotaNodeSpec(tree=tree, name=child["name"], parent=parent, quota=quota,
+                                 hard_limit=hard))
+    return out
