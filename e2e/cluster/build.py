@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +55,8 @@ class Artifacts:
 
 def versions() -> dict[str, str]:
     out: dict[str, str] = {}
-    for line in (CONTROLPLANE / "versions.env").read_text().splitlines():
-        line = line.strip()
+    for raw in (CONTROLPLANE / "versions.env").read_text().splitlines():
+        line = raw.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
             out[key] = value
@@ -125,19 +126,21 @@ def _kube_ldflags(version: str) -> str:
     return "-s -w " + " ".join(flags)
 
 
-def _go(args: list[str], cwd: Path, log) -> None:  # type: ignore[no-untyped-def]
+def _go(args: list[str], cwd: Path, log: Callable[[str], object]) -> None:
     log(f"  $ go {' '.join(args[:6])}{' ...' if len(args) > 6 else ''}  (in {cwd.name}/)")
-    proc = subprocess.run(["go", *args], cwd=cwd, env=go_env(), capture_output=True, text=True)
+    proc = subprocess.run(["go", *args], cwd=cwd, env=go_env(), capture_output=True, text=True,
+                          check=False)
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         tail = "\n".join(lines[-15:])
         if any(s in proc.stderr for s in ("dial tcp", "403 Forbidden", "404 Not Found",
                                           "no such host", "connection refused", "timeout")):
-            raise BuildError(f"a Go module download failed (is the module proxy reachable?):\n{tail}")
+            raise BuildError("a Go module download failed (is the module proxy reachable?):\n"
+                             + tail)
         raise BuildError(f"`go {' '.join(args[:3])}` failed in {cwd}:\n{tail}")
 
 
-def build(*, force: bool = False, log=print) -> Artifacts:  # type: ignore[no-untyped-def]
+def build(*, force: bool = False, log: Callable[[str], object] = print) -> Artifacts:
     """Build every binary unless the cache for the current sources is complete."""
     art = artifacts()
     if art.complete() and not force:
@@ -161,9 +164,11 @@ def build(*, force: bool = False, log=print) -> Artifacts:  # type: ignore[no-un
     proc = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins"],
                           cwd=kube, env=go_env(), capture_output=True, text=True, check=False)
     plugin_dir = Path(proc.stdout.strip())
-    crds = list(plugin_dir.glob("manifests/crds/scheduling.x-k8s.io_podgroups.yaml"))
+    crds = [*plugin_dir.glob("config/crd/bases/scheduling.x-k8s.io_podgroups.yaml"),
+            *plugin_dir.glob("manifests/crds/scheduling.x-k8s.io_podgroups.yaml")]
     if proc.returncode != 0 or not crds:
-        raise BuildError(f"the PodGroup CRD was not found in the scheduler-plugins module ({plugin_dir})")
+        raise BuildError("the PodGroup CRD was not found in the scheduler-plugins module "
+                         f"({plugin_dir})")
     shutil.copyfile(crds[0], tmp / PODGROUP_CRD)
     elapsed = time.monotonic() - started
     (tmp / "build.json").write_text(json.dumps({"seconds": round(elapsed, 1), **v}, indent=1))

@@ -24,8 +24,8 @@ HERE = Path(__file__).resolve().parent
 
 def versions() -> dict[str, str]:
     out: dict[str, str] = {}
-    for line in (HERE / "versions.env").read_text().splitlines():
-        line = line.strip()
+    for raw in (HERE / "versions.env").read_text().splitlines():
+        line = raw.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
             out[key] = value
@@ -46,7 +46,8 @@ def staging_replaces(kube_version: str) -> list[str]:
     staging_version = "v0." + kube_version.removeprefix("v1.")
     names = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", text, re.MULTILINE)
     if not names:
-        sys.exit(f"genmod: no staging replace lines found in k8s.io/kubernetes {kube_version} go.mod")
+        sys.exit("genmod: no staging replace lines found in the go.mod of "
+                 f"k8s.io/kubernetes {kube_version}")
     lines = [f"\t{name} => {name} {staging_version}" for name in sorted(set(names))]
     # Dependencies (scheduler-plugins) may ask for a newer patch; pin ours.
     return [f"\tk8s.io/kubernetes => k8s.io/kubernetes {kube_version}", *lines]

@@ -1,0 +1,177 @@
+"""KWOK Stages: how fake pods behave on the test bed's fake nodes.
+
+KWOK >= v0.7 applies default stages only for a resource that has none in the
+config, so the pod lifecycle below is complete on its own (node stages stay
+KWOK's defaults: initialize, then heartbeat with leases). Annotations drive it:
+
+- no annotation: Running and Ready ``READY_DELAY`` after being bound, until deleted;
+- ``mcad.test/runtime: "<duration>"`` (``1.5s``, ``72s``): Succeeds that long after Running;
+- ``mcad.test/never-ready: "true"``: Running but never Ready;
+- ``mcad.test/fail-after: "<duration>"``: Fails that long after Running;
+- a deletionTimestamp: finalizers dropped and the pod removed.
+
+Delays carry no jitter: in KWOK a jitter shorter than the delay replaces it.
+"""
+
+from __future__ import annotations
+
+READY_DELAY_MS = 300
+
+RUNTIME = "mcad.test/runtime"
+NEVER_READY = "mcad.test/never-ready"
+FAIL_AFTER = "mcad.test/fail-after"
+
+_POD_IP = ("{{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid \"\" ) "
+           "( or .metadata.name \"\" ) ( or .metadata.namespace \"\" ) | Quote }}")
+_CONTAINERS_RUNNING = """
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: READY
+        restartCount: 0
+        started: true
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      initContainerStatuses:
+      {{ range .spec.initContainers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: true
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 0
+            finishedAt: {{ $now | Quote }}
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+      podIP: POD_IP
+      phase: Running
+      startTime: {{ $now | Quote }}
+"""
+
+
+def _running(name: str, *, ready: bool, selector_extra: str) -> str:
+    flag = "true" if ready else "false"
+    status = "True" if ready else "False"
+    return f"""apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: {name}
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.podIP'
+      operator: 'DoesNotExist'
+{selector_extra}
+  delay:
+    durationMilliseconds: {READY_DELAY_MS}
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      conditions:
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "True"
+        type: Initialized
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "{status}"
+        type: Ready
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "{status}"
+        type: ContainersReady
+{_CONTAINERS_RUNNING.replace("READY", flag).replace("POD_IP", _POD_IP)}"""
+
+
+def _finish(name: str, *, annotation: str, phase: str, exit_code: int, reason: str) -> str:
+    return f"""apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: {name}
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Running']
+    - key: '.metadata.annotations["{annotation}"]'
+      operator: 'Exists'
+  delay:
+    durationMilliseconds: 0
+    durationFrom:
+      expressionFrom: '.metadata.annotations["{annotation}"]'
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      conditions:
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "False"
+        type: Ready
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "False"
+        type: ContainersReady
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - image: {{{{ .image | Quote }}}}
+        name: {{{{ .name | Quote }}}}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: {exit_code}
+            finishedAt: {{{{ $now | Quote }}}}
+            reason: {reason}
+            startedAt: {{{{ $now | Quote }}}}
+      {{{{ end }}}}
+      phase: {phase}
+"""
+
+
+POD_DELETE = """apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+  next:
+    finalizers:
+      empty: true
+    delete: true
+"""
+
+
+def pod_stages() -> str:
+    """Every pod Stage, as one multi-document YAML for ``kwok --config``."""
+    docs = [
+        _running("pod-ready", ready=True, selector_extra=(
+            f"    - key: '.metadata.annotations[\"{NEVER_READY}\"]'\n"
+            "      operator: 'NotIn'\n      values: ['true']")),
+        _running("pod-never-ready", ready=False, selector_extra=(
+            f"    - key: '.metadata.annotations[\"{NEVER_READY}\"]'\n"
+            "      operator: 'In'\n      values: ['true']")),
+        _finish("pod-complete", annotation=RUNTIME, phase="Succeeded", exit_code=0,
+                reason="Completed"),
+        _finish("pod-fail", annotation=FAIL_AFTER, phase="Failed", exit_code=1, reason="Error"),
+        POD_DELETE,
+    ]
+    return "---\n".join(docs)

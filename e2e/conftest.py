@@ -1,0 +1,100 @@
+"""Session fixtures: one test bed per test run, kubeconfigs and ready API clients.
+
+The test bed (hub + 2 spokes x 4 nodes x 8 GPUs, 2 fake nodes on the hub) comes up
+once per run and goes down at the end; its supervisor watches this pytest process,
+so even a killed test run leaves no component behind. Set MCAD_TESTBED_DIR to a
+folder where ``python -m e2e.cluster up`` already runs a test bed to reuse it (it is
+then left running).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from e2e.cluster.build import artifacts
+from e2e.cluster.launcher import down, up
+from e2e.cluster.topology import TestbedSpec, TestbedState, pid_alive, read_state
+
+SPEC = TestbedSpec(spokes=2, nodes=4, gpus_per_node=8, cpu_per_node="32",
+                   memory_per_node="256Gi", hub_nodes=2)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedState]:
+    reuse = os.environ.get("MCAD_TESTBED_DIR")
+    if reuse:
+        state = read_state(Path(reuse))
+        if state and state.phase == "ready" and pid_alive(state.supervisor_pid):
+            yield state
+            return
+    directory = Path(reuse) if reuse else tmp_path_factory.mktemp("testbed")
+    state = up(directory, SPEC, owner_for_life=not reuse)
+    try:
+        yield state
+    finally:
+        if not reuse:
+            down(directory)
+
+
+@dataclass
+class Cluster:
+    """One control plane of the test bed, as tests use it."""
+
+    name: str
+    kubeconfig: Path
+    api: client.ApiClient
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def batch(self) -> client.BatchV1Api:
+        return client.BatchV1Api(self.api)
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+
+@pytest.fixture(scope="session")
+async def clusters(testbed: TestbedState) -> AsyncIterator[dict[str, Cluster]]:
+    out: dict[str, Cluster] = {}
+    for c in testbed.clusters:
+        cfg = client.Configuration()
+        await config.load_kube_config(config_file=c.kubeconfig, client_configuration=cfg)
+        out[c.name] = Cluster(c.name, Path(c.kubeconfig), client.ApiClient(cfg))
+    yield out
+    for c in out.values():
+        await c.api.close()
+
+
+@pytest.fixture(scope="session")
+def kubectl_path(testbed: TestbedState) -> Path:
+    return artifacts().path("kubectl")
+
+
+@pytest.fixture
+async def namespace(clusters: dict[str, Cluster]) -> AsyncIterator[str]:
+    """A fresh namespace, present on every cluster, deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+    for c in clusters.values():
+        await c.core.create_namespace(body)
+    yield name
+    for c in clusters.values():
+        await c.core.delete_namespace(name)
