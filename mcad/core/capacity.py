@@ -1,0 +1,227 @@
+"""What each cluster can still take: nodes, their free room, and pods on their way.
+
+A dispatch decision is a bet that the wrapped pods will find nodes. Summing a
+cluster's free resources is not enough for that bet: 8 free GPUs split 4 + 4 over two
+nodes cannot hold one 8-GPU pod. So capacity is kept per node, and a pod set is
+fitted node by node (``NodePool``).
+
+Per-node free = allocatable - requested (non-terminal pods bound to the node) - what
+the cluster's *reservations* take: pods of AppWrappers already dispatched but not yet
+bound, which will land somewhere soon. Reservations are placed first, first-fit in
+the same order a new AppWrapper would be placed, so a dispatch never counts on room
+that an earlier dispatch already claimed. Reservation pods that fit nowhere are
+dropped from the per-node view (they are pending in the cluster and claim nothing
+yet).
+
+Nodes that are not ready or are cordoned (``unschedulable``) take no new pods and
+are left out of ``allocatable`` and ``free``; ``capacity`` counts every node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NewType
+
+from mcad.core.demand import PodSet, Taint, Toleration
+from mcad.core.resources import EMPTY, ResourceList
+
+AppWrapperKey = NewType("AppWrapperKey", str)
+"""``namespace/name`` of an AppWrapper."""
+
+ClusterName = NewType("ClusterName", str)
+NodeName = NewType("NodeName", str)
+
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+"""Taint effects that keep an untolerating pod off a node (PreferNoSchedule only
+discourages, so placement ignores it)."""
+
+
+def blocking_taints(taints: Iterable[Taint], tolerations: Sequence[Toleration]) -> list[Taint]:
+    """The taints among ``taints`` that keep a pod with ``tolerations`` off the node."""
+    return [t for t in taints
+            if t.effect in BLOCKING_EFFECTS and not any(o.tolerates(t) for o in tolerations)]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCapacity:
+    """One node as placement sees it."""
+
+    name: NodeName
+    allocatable: ResourceList
+    requested: ResourceList = EMPTY
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+    @property
+    def usable(self) -> bool:
+        """True when the node takes new pods: ready and not cordoned."""
+        return self.ready and not self.unschedulable
+
+    @property
+    def free(self) -> ResourceList:
+        """Allocatable minus requested, never below zero (reservations not included)."""
+        return (self.allocatable - self.requested).clamp_zero()
+
+    def selects(self, node_selector: Iterable[tuple[str, str]]) -> bool:
+        """True when every ``key=value`` of a pod's nodeSelector is a label of this node."""
+        labels = self.labels
+        return all(labels.get(k) == v for k, v in node_selector)
+
+    def accepts(self, pod_set: PodSet) -> bool:
+        """True when pods of ``pod_set`` may be bound here (room aside)."""
+        return (self.usable and self.selects(pod_set.node_selector)
+                and not blocking_taints(self.taints, pod_set.tolerations))
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Pods of a dispatched AppWrapper that are not bound to a node yet."""
+
+    key: AppWrapperKey
+    pod_sets: tuple[PodSet, ...]
+
+
+@dataclass(frozen=True)
+class ClusterCapacity:
+    """One cluster: its nodes, its labels, and the pods already on their way to it."""
+
+    name: ClusterName
+    nodes: tuple[NodeCapacity, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    ready: bool = True
+    schedulable: bool = True
+    reservations: tuple[Reservation, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        """True when new AppWrappers may go to this cluster."""
+        return self.ready and self.schedulable
+
+    def capacity(self) -> ResourceList:
+        """Allocatable resources of every node, usable or not."""
+        return _sum(n.allocatable for n in self.nodes)
+
+    def allocatable(self) -> ResourceList:
+        """Allocatable resources of the nodes that take new pods."""
+        return _sum(n.allocatable for n in self.nodes if n.usable)
+
+    def requested(self) -> ResourceList:
+        """Requests of the pods bound to nodes that take new pods."""
+        return _sum(n.requested for n in self.nodes if n.usable)
+
+    def free(self) -> ResourceList:
+        """Free room on nodes that take new pods, after placing the reservations."""
+        return ResourceList(NodePool.of(self).free_total())
+
+    def node_free(self) -> dict[NodeName, ResourceList]:
+        """Free room per usable node after placing the reservations."""
+        pool = NodePool.of(self)
+        return {name: ResourceList(free) for name, free in zip(pool.names, pool.free,
+                                                                strict=True)}
+
+
+def _sum(lists: Iterable[ResourceList]) -> ResourceList:
+    out: dict[str, int] = {}
+    for rl in lists:
+        for name, value in rl.items():
+            out[name] = out.get(name, 0) + value
+    return ResourceList(out)
+
+
+Take = tuple[int, int]
+"""``(node index, pods)``: pods of one pod set put on one node of a ``NodePool``."""
+
+
+class NodePool:
+    """The usable nodes of one cluster with mutable free room, for one decision cycle.
+
+    Nodes are kept in name order (the deterministic first-fit order). ``fit`` puts
+    pods onto nodes and returns the takes, ``give_back`` undoes them: a gang is
+    placed whole or not at all. Per-node free and the pool's total free are kept as
+    plain ``dict[str, int]`` because this is the innermost loop of the cycle.
+    """
+
+    __slots__ = ("_accepting", "free", "names", "nodes", "total")
+
+    def __init__(self, nodes: Iterable[NodeCapacity]) -> None:
+        usable = sorted((n for n in nodes if n.usable), key=lambda n: n.name)
+        self.nodes: tuple[NodeCapacity, ...] = tuple(usable)
+        self.names: tuple[NodeName, ...] = tuple(n.name for n in usable)
+        self.free: list[dict[str, int]] = [
+            {k: max(v - n.requested[k], 0) for k, v in n.allocatable.items()}
+            for n in usable]
+        self.total: dict[str, int] = {}
+        for free in self.free:
+            for name, value in free.items():
+                self.total[name] = self.total.get(name, 0) + value
+        self._accepting: dict[tuple[object, ...], tuple[int, ...]] = {}
+
+    @classmethod
+    def of(cls, cluster: ClusterCapacity) -> NodePool:
+        """The pool of ``cluster`` with its reservations already placed."""
+        pool = cls(cluster.nodes)
+        for reservation in cluster.reservations:
+            for pod_set in reservation.pod_sets:
+                pool.take(pod_set, pool.fit(pod_set, pod_set.count, partial=True))
+        return pool
+
+    def free_total(self) -> dict[str, int]:
+        return {k: v for k, v in self.total.items() if v > 0}
+
+    def accepting(self, pod_set: PodSet) -> tuple[int, ...]:
+        """Indices of the nodes that may take pods of ``pod_set`` (room aside); cached."""
+        key = (pod_set.node_selector, pod_set.tolerations)
+        found = self._accepting.get(key)
+        if found is None:
+            found = tuple(i for i, node in enumerate(self.nodes)
+                          if node.selects(pod_set.node_selector)
+                          and not blocking_taints(node.taints, pod_set.tolerations))
+            self._accepting[key] = found
+        return found
+
+    def fit(self, pod_set: PodSet, count: int, *, partial: bool = False) -> list[Take]:
+        """First-fit ``count`` pods of ``pod_set``; the takes, not yet applied.
+
+        Returns every take needed, or ``[]`` when they do not all fit (unless
+        ``partial``, which returns as many as fit).
+        """
+        requests = [(k, v) for k, v in pod_set.requests.items() if v > 0]
+        free = self.free
+        takes: list[Take] = []
+        left = count
+        for index in self.accepting(pod_set):
+            room = free[index]
+            n = left
+            for name, amount in requests:
+                q = room.get(name, 0) // amount
+                if q < n:
+                    n = q
+                    if not n:
+                        break
+            if n:
+                takes.append((index, n))
+                left -= n
+                if not left:
+                    return takes
+        return takes if partial else []
+
+    def take(self, pod_set: PodSet, takes: Iterable[Take]) -> None:
+        """Apply takes from ``fit``: the pods now occupy their nodes."""
+        self._move(pod_set, takes, -1)
+
+    def give_back(self, pod_set: PodSet, takes: Iterable[Take]) -> None:
+        """Undo ``take``."""
+        self._move(pod_set, takes, 1)
+
+    def _move(self, pod_set: PodSet, takes: Iterable[Take], sign: int) -> None:
+        requests = pod_set.requests
+        total = self.total
+        for index, pods in takes:
+            room = self.free[index]
+            for name, amount in requests.items():
+                delta = sign * amount * pods
+                room[name] = room.get(name, 0) + delta
+                total[name] = total.get(name, 0) + delta

@@ -1,0 +1,392 @@
+"""Where an AppWrapper's pods would run: a cluster, and a node for every pod.
+
+A gang is dispatched whole or not at all, so the check is node-level: every pod of
+every pod set must get a node that selects it (nodeSelector), lets it in (taints
+with effect NoSchedule or NoExecute need a toleration; PreferNoSchedule does not)
+and has room. First-fit decreasing is enough: biggest pod sets first (extended
+resources such as GPUs weigh first, then cpu, then memory), nodes in name order.
+When it does not fit, the answer is a sentence naming the pod, the resource and the
+best node, e.g. "no node has 8 free nvidia.com/gpu for a pod of GenericItems[0]
+Job/train (largest free: 4 on node spoke-1-node-2)".
+
+Choosing among clusters: only clusters that are ready and schedulable, named in the
+AppWrapper's ``clusters`` (when any) and matched by its ``clusterSelector``. Among
+those where the gang fits, the policy decides from the free room left after it:
+
+- ``best-fit`` (default, bin packing): the cluster whose scarcest requested resource
+  would have the smallest share of its allocatable left free;
+- ``spread``: the largest share left free.
+
+Ties go to the cluster name. ``avoid`` (the cluster of a failed attempt) moves that
+cluster to the end: another cluster that fits wins, but it is still used when no
+other fits.
+
+``ClusterBoard`` is the per-cycle, mutable view the dispatch cycle charges as it
+decides; ``place`` and ``choose_cluster`` are the same logic for one question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from mcad.core.capacity import (
+    ClusterCapacity,
+    ClusterName,
+    NodeName,
+    NodePool,
+    Take,
+    blocking_taints,
+)
+from mcad.core.demand import Demand, PodSet
+from mcad.core.quantity import format_quantity
+from mcad.core.resources import ResourceList
+
+
+class PlacementPolicy(StrEnum):
+    """How to choose among clusters where an AppWrapper fits."""
+
+    BEST_FIT = "best-fit"
+    SPREAD = "spread"
+
+
+# -- cluster selection -------------------------------------------------------------------
+
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRequirement:
+    """One ``matchExpressions`` entry: ``key`` ``operator`` ``values``."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == "In":
+            return labels.get(self.key) in self.values
+        if self.operator == "NotIn":
+            return labels.get(self.key) not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        return self.key not in labels  # DoesNotExist
+
+    def __str__(self) -> str:
+        if self.operator in ("Exists", "DoesNotExist"):
+            return f"{self.key} {self.operator}"
+        return f"{self.key} {self.operator} [{', '.join(self.values)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSelector:
+    """A Kubernetes label selector over cluster labels; empty matches every cluster."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[LabelRequirement, ...] = ()
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any] | None) -> ClusterSelector:
+        """Read ``{matchLabels: {...}, matchExpressions: [{key, operator, values}]}``.
+
+        Raises ``ValueError`` with a sentence for an unknown operator or a malformed entry.
+        """
+        if not spec:
+            return cls()
+        labels = spec.get("matchLabels") or {}
+        if not isinstance(labels, Mapping):
+            raise ValueError("clusterSelector.matchLabels must be an object of label: value")
+        expressions = []
+        for i, raw in enumerate(spec.get("matchExpressions") or ()):
+            where = f"clusterSelector.matchExpressions[{i}]"
+            if not isinstance(raw, Mapping) or not raw.get("key"):
+                raise ValueError(f"{where} must be an object with a key")
+            operator = str(raw.get("operator", ""))
+            if operator not in _OPERATORS:
+                raise ValueError(f"{where}.operator is {operator!r}; use one of "
+                                 f"{', '.join(_OPERATORS)}")
+            values = tuple(sorted(str(v) for v in raw.get("values") or ()))
+            if operator in ("In", "NotIn") and not values:
+                raise ValueError(f"{where} uses {operator} and needs values")
+            expressions.append(LabelRequirement(str(raw["key"]), operator, values))
+        return cls(tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+                   tuple(expressions))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return (all(labels.get(k) == v for k, v in self.match_labels)
+                and all(e.matches(labels) for e in self.match_expressions))
+
+    def __str__(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.match_labels]
+        parts += [str(e) for e in self.match_expressions]
+        return ", ".join(parts) or "everything"
+
+
+EVERY_CLUSTER = ClusterSelector()
+
+
+# -- results -----------------------------------------------------------------------------
+
+GangTakes = tuple[tuple[PodSet, tuple[Take, ...]], ...]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A gang placed on one cluster: how many pods go to each node (name order)."""
+
+    cluster: ClusterName
+    pods: tuple[tuple[NodeName, int], ...]
+    takes: GangTakes = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class NoFit:
+    """Why an AppWrapper fits nowhere it may go, as one sentence."""
+
+    message: str
+
+
+# -- fitting a gang on one pool -------------------------------------------------------------
+
+_STANDARD = ("cpu", "memory", "ephemeral-storage", "pods")
+
+
+def resource_weight_order(names: Iterable[str]) -> list[str]:
+    """Resources in the order placement weighs them: extended (GPUs...) first."""
+    return sorted(names, key=lambda n: (n in _STANDARD,
+                                        _STANDARD.index(n) if n in _STANDARD else 0, n))
+
+
+def biggest_first(pod_sets: Sequence[PodSet]) -> Sequence[PodSet]:
+    """Pod sets by decreasing per-pod request, extended resources weighing first."""
+    if len(pod_sets) < 2:
+        return pod_sets
+    order = resource_weight_order({n for s in pod_sets for n in s.requests})
+    return sorted(pod_sets, key=lambda s: tuple(-s.requests[n] for n in order))
+
+
+def fit_gang(pool: NodePool, demand: Demand) -> GangTakes | str:
+    """Place every pod of ``demand`` on ``pool`` and apply the takes, or explain why not.
+
+    On failure nothing stays applied and the answer is the sentence.
+    """
+    done: list[tuple[PodSet, tuple[Take, ...]]] = []
+    for pod_set in biggest_first(demand.pod_sets):
+        takes = pool.fit(pod_set, pod_set.count, partial=True)
+        placed = sum(n for _, n in takes)
+        if placed < pod_set.count:
+            pool.take(pod_set, takes)
+            message = _why_not(pool, pod_set, placed)
+            pool.give_back(pod_set, takes)
+            for earlier, earlier_takes in reversed(done):
+                pool.give_back(earlier, earlier_takes)
+            return message
+        pool.take(pod_set, takes)
+        done.append((pod_set, tuple(takes)))
+    return tuple(done)
+
+
+def _why_not(pool: NodePool, pod_set: PodSet, placed: int) -> str:
+    what = f"a pod of {pod_set.source or 'the AppWrapper'}"
+    progress = f" ({placed} of its {pod_set.count} pods fit)" if placed else ""
+    accepting = pool.accepting(pod_set)
+    if not accepting:
+        return _why_no_node_accepts(pool, pod_set, what)
+    for name in resource_weight_order(pod_set.requests):
+        amount = pod_set.requests[name]
+        best_index = max(accepting, key=lambda i: (pool.free[i].get(name, 0), -i))
+        best = pool.free[best_index].get(name, 0)
+        if best < amount:
+            return (f"no node has {format_quantity(amount, resource=name)} free {name} "
+                    f"for {what} (largest free: {format_quantity(best, resource=name)} on "
+                    f"node {pool.names[best_index]}){progress}")
+    return (f"no node has room for {what} ({pod_set.requests.describe()}) in every "
+            f"resource at once{progress}")
+
+
+def _why_no_node_accepts(pool: NodePool, pod_set: PodSet, what: str) -> str:
+    if not pool.nodes:
+        return "no node is ready and schedulable"
+    unselected = [n for n in pool.nodes if not n.selects(pod_set.node_selector)]
+    tainted = sorted({f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+                      for n in pool.nodes if n.selects(pod_set.node_selector)
+                      for t in blocking_taints(n.taints, pod_set.tolerations)})
+    parts = []
+    if unselected:
+        selector = ", ".join(f"{k}={v}" for k, v in pod_set.node_selector)
+        parts.append(f"{len(unselected)} of {len(pool.nodes)} nodes lack nodeSelector "
+                     f"labels {selector}")
+    if tainted:
+        parts.append(f"the others have taints it does not tolerate ({', '.join(tainted)})")
+    return f"no node accepts {what}: {'; '.join(parts)}"
+
+
+def _placement(cluster: ClusterName, pool: NodePool, takes: GangTakes) -> Placement:
+    per_node: dict[int, int] = {}
+    for _, set_takes in takes:
+        for index, pods in set_takes:
+            per_node[index] = per_node.get(index, 0) + pods
+    return Placement(cluster, tuple((pool.names[i], n) for i, n in sorted(per_node.items())),
+                     takes)
+
+
+# -- the per-cycle board --------------------------------------------------------------------
+
+class ClusterBoard:
+    """Every cluster's free room for one cycle, charged as AppWrappers are placed."""
+
+    def __init__(self, clusters: Iterable[ClusterCapacity]) -> None:
+        self.clusters: tuple[ClusterCapacity, ...] = tuple(sorted(clusters,
+                                                                  key=lambda c: c.name))
+        self.pools: tuple[NodePool, ...] = tuple(NodePool.of(c) for c in self.clusters)
+        self._index: dict[str, int] = {c.name: i for i, c in enumerate(self.clusters)}
+        self._allocatable = [c.allocatable() for c in self.clusters]
+        self._empty: dict[int, NodePool] = {}
+        self._eligible: dict[tuple[object, ...], tuple[int, ...] | str] = {}
+
+    def index(self, name: str) -> int | None:
+        return self._index.get(name)
+
+    def eligible(self, names: Sequence[str] = (),
+                 selector: ClusterSelector = EVERY_CLUSTER) -> tuple[int, ...] | str:
+        """Indices of the usable clusters an AppWrapper may go to, or why there are none."""
+        key = (tuple(names), selector)
+        found = self._eligible.get(key)
+        if found is None:
+            found = self._eligible[key] = self._find_eligible(names, selector)
+        return found
+
+    def _find_eligible(self, names: Sequence[str],
+                       selector: ClusterSelector) -> tuple[int, ...] | str:
+        wanted = set(names)
+        named = [i for i, c in enumerate(self.clusters) if not wanted or c.name in wanted]
+        if not named:
+            return f"none of the clusters it names ({', '.join(sorted(wanted))}) is known"
+        matched = [i for i in named if selector.matches(self.clusters[i].labels)]
+        if not matched:
+            among = f" among {', '.join(sorted(wanted))}" if wanted else ""
+            return f"no cluster{among} matches its clusterSelector ({selector})"
+        usable = tuple(i for i in matched if self.clusters[i].usable)
+        if not usable:
+            states = ", ".join(
+                f"{self.clusters[i].name} is "
+                f"{'not ready' if not self.clusters[i].ready else 'not schedulable'}"
+                for i in matched)
+            return f"no matching cluster takes work now: {states}"
+        return usable
+
+    def ranked(self, demand: Demand, candidates: Iterable[int], *,
+               policy: PlacementPolicy = PlacementPolicy.BEST_FIT,
+               avoid: str | None = None) -> list[int]:
+        """Candidates whose total free room holds ``demand.total``, best first."""
+        need = demand.total
+        scored: list[tuple[bool, float, str, int]] = []
+        for i in candidates:
+            total = self.pools[i].total
+            allocatable = self._allocatable[i]
+            score = 1.0
+            for name, amount in need.items():
+                left = total.get(name, 0) - amount
+                if left < 0:
+                    break
+                share = left / allocatable[name]
+                score = min(score, share)
+            else:
+                if policy is PlacementPolicy.SPREAD:
+                    score = -score
+                name = self.clusters[i].name
+                scored.append((name == avoid, score, name, i))
+        scored.sort()
+        return [i for *_, i in scored]
+
+    def place(self, demand: Demand, candidates: Sequence[int], *,
+              policy: PlacementPolicy = PlacementPolicy.BEST_FIT,
+              avoid: str | None = None) -> Placement | NoFit:
+        """Place ``demand`` on the best candidate where it fits and charge it there."""
+        ranked = self.ranked(demand, candidates, policy=policy, avoid=avoid)
+        if not ranked:
+            return NoFit(self._why_no_cluster_total(demand, candidates))
+        first_failure = ""
+        for i in ranked:
+            takes = fit_gang(self.pools[i], demand)
+            if not isinstance(takes, str):
+                return _placement(self.clusters[i].name, self.pools[i], takes)
+            first_failure = first_failure or f"{self.clusters[i].name}: {takes}"
+        others = len(ranked) - 1
+        more = (f"; {others} more cluster{'s' if others > 1 else ''} with enough free in "
+                "total do not fit it either") if others else ""
+        return NoFit(first_failure + more)
+
+    def unplace(self, placement: Placement) -> None:
+        """Give back what ``place`` charged for ``placement``."""
+        i = self._index[placement.cluster]
+        for pod_set, takes in placement.takes:
+            self.pools[i].give_back(pod_set, takes)
+
+    def replace(self, placement: Placement) -> None:
+        """Charge ``placement`` again after ``unplace``."""
+        i = self._index[placement.cluster]
+        for pod_set, takes in placement.takes:
+            self.pools[i].take(pod_set, takes)
+
+    def allocatable(self, index: int) -> ResourceList:
+        """Allocatable resources of the usable nodes of cluster ``index``."""
+        return self._allocatable[index]
+
+    def fits_when_empty(self, demand: Demand, candidates: Iterable[int]) -> bool:
+        """True when ``demand`` fits some candidate with no pod running or reserved.
+
+        An AppWrapper for which this is false can never run where it may go.
+        """
+        for i in candidates:
+            pool = self._empty.get(i)
+            if pool is None:
+                pool = self._empty[i] = NodePool(self.clusters[i].nodes)
+            takes = fit_gang(pool, demand)
+            if not isinstance(takes, str):
+                for pod_set, set_takes in takes:
+                    pool.give_back(pod_set, set_takes)
+                return True
+        return False
+
+    def _why_no_cluster_total(self, demand: Demand, candidates: Iterable[int]) -> str:
+        candidates = list(candidates)
+        for name in resource_weight_order(demand.total):
+            amount = demand.total[name]
+            best = max(candidates, key=lambda i: (self.pools[i].total.get(name, 0), -i))
+            most = max(self.pools[best].total.get(name, 0), 0)
+            if most < amount:
+                return (f"needs {format_quantity(amount, resource=name)} {name} in all; "
+                        f"the most free in one cluster is "
+                        f"{format_quantity(most, resource=name)} "
+                        f"(on {self.clusters[best].name})")
+        return (f"no single cluster has {demand.total.describe()} free at once")
+
+
+# -- one question at a time -------------------------------------------------------------------
+
+def place(demand: Demand, cluster: ClusterCapacity) -> Placement | NoFit:
+    """Where ``demand``'s pods would go on ``cluster`` (reservations placed first)."""
+    if not cluster.usable:
+        return NoFit(f"cluster {cluster.name} is "
+                     f"{'not ready' if not cluster.ready else 'not schedulable'}")
+    pool = NodePool.of(cluster)
+    takes = fit_gang(pool, demand)
+    if isinstance(takes, str):
+        return NoFit(takes)
+    return _placement(cluster.name, pool, takes)
+
+
+def choose_cluster(demand: Demand, clusters: Iterable[ClusterCapacity], *,
+                   policy: PlacementPolicy = PlacementPolicy.BEST_FIT,
+                   names: Sequence[str] = (), selector: ClusterSelector = EVERY_CLUSTER,
+                   avoid: str | None = None) -> Placement | NoFit:
+    """The cluster (and nodes) ``demand`` would go to, or why it fits nowhere."""
+    board = ClusterBoard(clusters)
+    candidates = board.eligible(names, selector)
+    if isinstance(candidates, str):
+        return NoFit(candidates)
+    return board.place(demand, candidates, policy=policy, avoid=avoid)
+

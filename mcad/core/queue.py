@@ -1,0 +1,86 @@
+"""Who goes first, and when the small ones may overtake the big one.
+
+Queue order: higher ``priority`` first, then older ``created`` first, then ``uid``
+(a total order, so the same AppWrappers always queue the same way).
+
+Backfill with a starvation guard, the exact rule the dispatch cycle applies:
+
+1. AppWrappers are considered one by one in queue order.
+2. The *head of line* is the first one, in that order, that is blocked this cycle
+   by quota (QuotaExceeded) or by capacity (InsufficientCapacity) although it could
+   run: it fits its quota trees with nothing charged and fits some cluster it may go
+   to with no pod running there. AppWrappers that are pausing after a requeue, have an
+   invalid demand, name an unknown quota node, match no cluster, or could never fit,
+   are not the head of line: they do not hold anybody back.
+3. While the head of line has waited less than ``starvation_seconds`` (counted from
+   when it entered the queue: its creation, or its last requeue), anything behind it
+   that fits may go: that is backfill.
+4. Once it has waited that long, the cycle reserves for it, and only AppWrappers that
+   fit in what remains after the reservation may go behind it:
+   - quota: its demand is charged to its quota nodes (even where that overflows
+     them), so nothing that shares an exhausted node with it can take quota it waits for;
+   - capacity: when its pods fit somewhere now (it waits for quota only), those
+     nodes' room is held for it; when they fit nowhere, the one eligible cluster with
+     the most free room of its scarcest resource is closed to everything behind it,
+     so that cluster only drains until the head fits.
+   AppWrappers that would have gone but for the reservation are pending with reason
+   ``WaitingForHeadOfLine``.
+5. Only one head of line holds a reservation per cycle; the next one in line gets its
+   turn once the head is dispatched.
+
+Why this rule: pure backfill starves large gangs (small jobs keep taking the room as it
+frees up); strict FIFO idles the cluster. Holding back only after a wait bounds the
+head's delay by the threshold plus the time running work needs to drain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+DEFAULT_STARVATION_SECONDS = 300.0
+
+
+class Queueable(Protocol):
+    """What queue order reads from an AppWrapper."""
+
+    @property
+    def priority(self) -> int: ...
+    @property
+    def created(self) -> datetime: ...
+    @property
+    def uid(self) -> str: ...
+
+
+Q = TypeVar("Q", bound=Queueable)
+
+
+def queue_key(item: Queueable) -> tuple[int, datetime, str]:
+    """The sort key of queue order: ``(-priority, created, uid)``."""
+    return (-item.priority, item.created, item.uid)
+
+
+def in_queue_order(items: Iterable[Q]) -> list[Q]:
+    """``items`` in queue order.
+
+    Three stable sorts on simple keys instead of one sort on tuples: comparing
+    tuples that hold datetimes is several times slower, and the cycle sorts
+    thousands of AppWrappers every time it runs.
+    """
+    ordered = sorted(items, key=lambda q: q.uid)
+    ordered.sort(key=lambda q: q.created)
+    ordered.sort(key=lambda q: q.priority, reverse=True)
+    return ordered
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillPolicy:
+    """When the head of line stops letting others overtake it."""
+
+    starvation_seconds: float = DEFAULT_STARVATION_SECONDS
+
+    def is_starving(self, *, now: datetime, waiting_since: datetime) -> bool:
+        """True once an AppWrapper blocked at the head has waited the threshold."""
+        return (now - waiting_since).total_seconds() >= self.starvation_seconds
