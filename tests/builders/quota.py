@@ -7,7 +7,8 @@
               .build())
 
 Resource keywords follow ``ResourceList.of`` (``gpu`` is ``nvidia.com/gpu``); pass
-``requests={...}`` for any other name. ``make_forest(*trees)`` joins several trees.
+``requests={...}`` for any other name. ``make_forest(*trees)`` joins several trees;
+``charge_appwrapper`` puts a running AppWrapper's usage on a forest.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcad.core.quota import QuotaForest, QuotaNodeSpec
+from mcad.core.quota import QuotaAssignment, QuotaCharge, QuotaForest, QuotaNodeSpec
 from mcad.core.resources import ResourceList
 
 
@@ -83,3 +84,20 @@ def make_forest(*trees: QuotaTreeBuilder, strict: bool = True) -> QuotaForest:
     if strict and problems:
         raise ValueError("; ".join(problems))
     return forest
+
+
+def charge_appwrapper(forest: QuotaForest, key: str, *, priority: int = 0,
+                      labels: Mapping[str, str] | None = None,
+                      amount: ResourceList, force: bool = False) -> QuotaCharge:
+    """Charge ``amount`` for the AppWrapper ``key`` and return it as a candidate.
+
+    Raises unless it fits, or ``force`` (to set up a forest already over quota).
+    """
+    assignment = forest.resolve(labels or {})
+    if not isinstance(assignment, QuotaAssignment):
+        raise ValueError(assignment.message)
+    problem = forest.fits(assignment, amount)
+    if problem is not None and not force:
+        raise ValueError(f"{key} does not fit: {problem.message}")
+    forest.charge(assignment, amount)
+    return QuotaCharge(key=key, priority=priority, assignment=assignment, amount=amount)
