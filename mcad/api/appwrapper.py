@@ -1,0 +1,254 @@
+"""The AppWrapper (``workload.codeflare.dev/v1beta1``): what users submit, as MCAD v1 wrote it.
+
+Why these models: users bring AppWrappers written for MCAD v1 and expect them to work
+unchanged, wire names included (``GenericItems``, ``generictemplate``,
+``custompodresources``, ``priorityslope``, ``Succeeded`` with a capital S). Every field
+MCAD v1's CRD declared is declared here, so its YAML passes both these models and the
+CRD generated from them; fields MCAD declared but never honoured are accepted and
+documented as ignored.
+
+Status: MCAD v1's fields keep their names and meanings (``state``, the pod counters,
+``numberOfRequeueings``, which we actually increment, ``controllerfirsttimestamp``),
+``conditions`` become standard ``metav1.Condition``s, and mcad adds
+``clusterName`` (the cluster it runs on), ``dispatchTimestamp`` (when the current
+dispatch happened: the requeue timer starts here), ``requeueTimestamp`` (when it last went
+back to the queue) and ``observedGeneration``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import Field, field_validator
+
+from mcad.api.meta import (
+    Condition,
+    EmbeddedObject,
+    FreeForm,
+    LabelSelector,
+    ObjectMeta,
+    ResourceQuantities,
+    Timestamp,
+    WireModel,
+)
+
+GROUP: Final = "workload.codeflare.dev"
+VERSION: Final = "v1beta1"
+API_VERSION: Final = "workload.codeflare.dev/v1beta1"
+KIND: Final = "AppWrapper"
+
+AppWrapperState = Literal[
+    "", "Pending", "Running", "RunningHoldCompletion", "Completed", "Failed", "Deleted"
+]
+GrowthType = Literal["exponential", "linear", "none"]
+
+
+class RequeuingSpec(WireModel):
+    """When to give up on a dispatch whose pods do not come up, and how often to retry."""
+
+    time_in_seconds: int = Field(300, alias="timeInSeconds", ge=0)
+    """Seconds after dispatch at which running+succeeded pods must reach minAvailable."""
+    max_time_in_seconds: int = Field(0, alias="maxTimeInSeconds", ge=0)
+    """Cap on the grown timeout; 0 means no cap."""
+    growth_type: GrowthType = Field("exponential", alias="growthType")
+    """How the timeout grows after each requeue: exponential (doubles), linear (adds the
+    initial value) or none."""
+    max_num_requeuings: int = Field(0, alias="maxNumRequeuings", ge=0)
+    """Requeues allowed before the AppWrapper fails; 0 means unlimited."""
+    pause_time_in_seconds: int = Field(90, alias="pauseTimeInSeconds", ge=0)
+    """Seconds a requeued AppWrapper waits before it may be dispatched again."""
+    force_deletion_time_in_seconds: int = Field(570, alias="forceDeletionTimeInSeconds", ge=0)
+    """Seconds after a requeue's graceful deletion at which leftovers are force-deleted."""
+    initial_time_in_seconds: int | None = Field(None, alias="initialTimeInSeconds", ge=0)
+    """MCAD v1 bookkeeping; accepted and ignored (the initial value is timeInSeconds)."""
+    num_requeuings: int | None = Field(None, alias="numRequeuings", ge=0)
+    """MCAD v1 bookkeeping; accepted and ignored (see status.numberOfRequeueings)."""
+    forceful_deletion_after_seconds: int | None = Field(
+        None, alias="forcefulDeletionAfterSeconds", ge=0
+    )
+    """MCAD v1 name; accepted and ignored (see forceDeletionTimeInSeconds)."""
+
+
+class ClusterReference(WireModel):
+    """A SpokeCluster by name."""
+
+    name: str = Field(min_length=1)
+    """Name of a SpokeCluster."""
+
+
+class ClusterSchedulingSpec(WireModel):
+    """Which clusters may run this AppWrapper; both constraints hold when both are given."""
+
+    clusters: list[ClusterReference] = Field(default_factory=list)
+    """Allowed SpokeClusters by name; empty means any."""
+    cluster_selector: LabelSelector | None = Field(None, alias="clusterSelector")
+    """Allowed SpokeClusters by their spec.labels; absent means any."""
+    policy_result: FreeForm | None = Field(None, alias="policyResult")
+    """MCAD v1 field; accepted and ignored (the chosen cluster is status.clusterName)."""
+
+
+class DispatchDurationSpec(WireModel):
+    """MCAD v1's wall-clock limit; accepted and not enforced yet."""
+
+    expected: int | None = Field(None, ge=0)
+    limit: int | None = Field(None, ge=0)
+    overrun: bool | None = None
+
+
+class SchedulingSpec(WireModel):
+    """How the wrapped objects are scheduled as one gang."""
+
+    min_available: int | None = Field(None, alias="minAvailable", ge=0)
+    """Pods that must be running or succeeded for the gang to count as up; absent means
+    all pods."""
+    requeuing: RequeuingSpec = Field(default_factory=RequeuingSpec)
+    """Requeue policy when the gang does not come up in time."""
+    cluster_scheduling: ClusterSchedulingSpec | None = Field(None, alias="clusterScheduling")
+    """Cluster constraints (multi-cluster mode)."""
+    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
+    """Node labels every pod of the AppWrapper must land on (used for capacity)."""
+    dispatch_duration: DispatchDurationSpec | None = Field(None, alias="dispatchDuration")
+    """MCAD v1 field; accepted and not enforced yet."""
+    dispatching_window: FreeForm | None = Field(None, alias="dispatchingWindow")
+    """MCAD v1 field; accepted and ignored."""
+
+
+class CustomPodResources(WireModel):
+    """Pods of one shape an item will create, declared instead of derived from its template."""
+
+    replicas: int = Field(ge=0)
+    """How many pods of this shape."""
+    requests: ResourceQuantities
+    """Per-pod requests; a resource missing here falls back to its limit."""
+    limits: ResourceQuantities = Field(default_factory=dict)
+    """Per-pod limits."""
+
+
+class GenericItem(WireModel):
+    """One wrapped Kubernetes object and the pods it stands for."""
+
+    replicas: int | None = Field(None, ge=0)
+    """How many times the template's pods count (MCAD v1: desired replicas)."""
+    min_available: int | None = Field(None, alias="minavailable", ge=0)
+    """Pods of this item that must be available."""
+    allocated: int | None = Field(None, ge=0)
+    """MCAD v1 field; accepted and ignored."""
+    priority: int | None = None
+    """MCAD v1 per-item priority; accepted and ignored (spec.priority rules)."""
+    priority_slope: float | None = Field(None, alias="priorityslope")
+    """MCAD v1 per-item priority slope; accepted and ignored."""
+    generic_template: EmbeddedObject = Field(alias="generictemplate")
+    """The wrapped object, any kind, kept verbatim and created on dispatch."""
+    custom_pod_resources: list[CustomPodResources] = Field(
+        default_factory=list, alias="custompodresources"
+    )
+    """Declared pod shapes; when present they replace what the template implies."""
+    completion_status: str = Field("", alias="completionstatus")
+    """Comma-separated condition types (e.g. Complete,Failed); the item is complete when
+    the wrapped object has one of them with status True."""
+    metadata: FreeForm | None = None
+    """Seen in MCAD v1 examples; accepted and ignored."""
+
+    @field_validator("generic_template")
+    @classmethod
+    def _is_kubernetes_object(cls, value: dict[str, Any]) -> dict[str, Any]:
+        missing = [k for k in ("apiVersion", "kind") if not isinstance(value.get(k), str)
+                   or not value.get(k)]
+        if missing:
+            raise ValueError(
+                f"the wrapped object has no {' or '.join(missing)}; every generictemplate "
+                "must be a complete Kubernetes object"
+            )
+        return value
+
+    def completion_conditions(self) -> tuple[str, ...]:
+        """The condition types named by completionstatus, in order, without blanks."""
+        return tuple(p.strip() for p in self.completion_status.split(",") if p.strip())
+
+
+class Resources(WireModel):
+    """The wrapped objects."""
+
+    generic_items: list[GenericItem] = Field(default_factory=list, alias="GenericItems")
+    """The objects to create on dispatch, each with the pods it accounts for."""
+    items: list[FreeForm] | None = Field(None, alias="Items")
+    """MCAD v1 legacy list; accepted and ignored."""
+    metadata: FreeForm | None = None
+    """Seen in MCAD v1 examples; accepted and ignored."""
+
+
+class ServiceSpec(WireModel):
+    """MCAD v1's service stanza; accepted and ignored."""
+
+    spec: FreeForm = Field(default_factory=dict)
+
+
+class AppWrapperSpec(WireModel):
+    """What to run, how urgently, as one gang."""
+
+    priority: int = 0
+    """Higher runs first and may preempt lower."""
+    priority_slope: float | None = Field(None, alias="priorityslope")
+    """MCAD v1 dynamic priority growth; accepted, not used."""
+    resources: Resources
+    """The wrapped objects."""
+    scheduling_spec: SchedulingSpec = Field(default_factory=SchedulingSpec,
+                                            alias="schedulingSpec")
+    """Gang size, requeue policy and cluster constraints."""
+    service: ServiceSpec | None = None
+    """MCAD v1 field; accepted and ignored."""
+    selector: LabelSelector | None = None
+    """MCAD v1 field; accepted and ignored."""
+
+
+class AppWrapperStatus(WireModel):
+    """What mcad observed and decided; written only by the controller."""
+
+    state: AppWrapperState = ""
+    """Pending, Running, RunningHoldCompletion, Completed, Failed or Deleted (MCAD v1
+    states; empty before the controller first sees the AppWrapper)."""
+    message: str = ""
+    """Why the AppWrapper is in its state, as a sentence (e.g. why it is pending)."""
+    pending: int = Field(0, ge=0)
+    """Pods of the AppWrapper that are Pending."""
+    running: int = Field(0, ge=0)
+    """Pods of the AppWrapper that are Running."""
+    succeeded: int = Field(0, alias="Succeeded", ge=0)
+    """Pods of the AppWrapper that Succeeded (capital S on the wire, as in MCAD v1)."""
+    failed: int = Field(0, ge=0)
+    """Pods of the AppWrapper that Failed."""
+    number_of_requeueings: int = Field(0, alias="numberOfRequeueings", ge=0)
+    """Times the AppWrapper was requeued (compared with maxNumRequeuings)."""
+    requeueing_time_in_seconds: int = Field(0, alias="requeueingTimeInSeconds", ge=0)
+    """The current requeue timeout in seconds, grown after each requeue."""
+    controller_first_timestamp: Timestamp | None = Field(None, alias="controllerfirsttimestamp")
+    """When the controller first saw the AppWrapper."""
+    controller_first_dispatch_timestamp: Timestamp | None = Field(
+        None, alias="controllerfirstdispatchtimestamp"
+    )
+    """When the AppWrapper was first dispatched."""
+    cluster_name: str = Field("", alias="clusterName")
+    """The SpokeCluster the AppWrapper is dispatched to; empty while queued."""
+    dispatch_timestamp: Timestamp | None = Field(None, alias="dispatchTimestamp")
+    """When the current dispatch happened; the requeue timer starts here."""
+    requeue_timestamp: Timestamp | None = Field(None, alias="requeueTimestamp")
+    """When the AppWrapper last went back to the queue."""
+    observed_generation: int = Field(0, alias="observedGeneration", ge=0)
+    """The .metadata.generation this status describes."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Standard conditions: Queued, QuotaReserved, Dispatched, PodsReady, Completed,
+    Failed, Requeued, Preempted."""
+
+
+class AppWrapper(WireModel):
+    """A gang of Kubernetes objects dispatched, requeued and deleted as one."""
+
+    api_version: Literal["workload.codeflare.dev/v1beta1"] = Field(
+        API_VERSION, alias="apiVersion"
+    )
+    kind: Literal["AppWrapper"] = KIND
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: AppWrapperSpec
+    """What to run."""
+    status: AppWrapperStatus = Field(default_factory=AppWrapperStatus)
+    """What mcad observed and decided."""

@@ -1,0 +1,115 @@
+"""The SpokeCluster (``cluster.codeflare.dev/v1alpha1``): a cluster AppWrappers can run on.
+
+Why a resource of its own: in multi-cluster mode the hub dispatches AppWrappers to
+spokes, and administrators register spokes the way MultiKueue registers workers: a
+cluster-scoped object pointing at a Secret, in the controller's namespace, whose key
+(``kubeconfig`` by default) holds a kubeconfig. ``spec.local: true`` without a Secret
+means "the hub itself" and is how single-cluster mode is declared. ``spec.labels`` are
+what an AppWrapper's ``clusterSelector`` matches; ``spec.unschedulable`` drains a spoke
+(running AppWrappers stay, new ones go elsewhere).
+
+The status is the capacity the controller keeps from watching the spoke's nodes and
+pods, so ``kubectl get spoke`` answers "where is there room?" without a metrics stack.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from mcad.api.meta import (
+    Condition,
+    ObjectMeta,
+    ResourceQuantities,
+    Timestamp,
+    WireModel,
+    field_error,
+)
+
+GROUP: Final = "cluster.codeflare.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = "cluster.codeflare.dev/v1alpha1"
+KIND: Final = "SpokeCluster"
+DEFAULT_KUBECONFIG_KEY = "kubeconfig"
+
+
+class SecretKeyReference(WireModel):
+    """A key of a Secret in the controller's namespace."""
+
+    name: str = Field(min_length=1)
+    """The Secret's name."""
+    key: str = Field(DEFAULT_KUBECONFIG_KEY, min_length=1)
+    """The key whose value is the kubeconfig."""
+
+
+_ONE_SOURCE_RULE = "has(self.kubeconfigSecret) != (has(self.local) && self.local)"
+_ONE_SOURCE_MESSAGE = (
+    "a SpokeCluster names exactly one way to reach it: spec.kubeconfigSecret for a "
+    "remote cluster, or spec.local: true for the hub itself"
+)
+
+
+class SpokeClusterSpec(WireModel):
+    """How to reach the cluster and how AppWrappers may use it."""
+
+    model_config = ConfigDict(json_schema_extra={
+        "x-kubernetes-validations": [{"rule": _ONE_SOURCE_RULE, "message": _ONE_SOURCE_MESSAGE}]
+    })
+
+    kubeconfig_secret: SecretKeyReference | None = Field(None, alias="kubeconfigSecret")
+    """Secret (in the controller's namespace) holding the spoke's kubeconfig."""
+    local: bool = False
+    """True: this spoke is the hub itself (single-cluster mode); no Secret is needed."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Labels that AppWrappers' schedulingSpec.clusterScheduling.clusterSelector match."""
+    unschedulable: bool = False
+    """True: no new AppWrappers are dispatched here; running ones stay."""
+
+    @model_validator(mode="after")
+    def _one_way_to_reach_it(self) -> SpokeClusterSpec:
+        if (self.kubeconfig_secret is None) == (not self.local):
+            subpath = "kubeconfigSecret" if self.local else "local"
+            raise field_error(
+                subpath,
+                ("is set together with local: true; " if self.local else "is not true and "
+                 "there is no kubeconfigSecret; ") + _ONE_SOURCE_MESSAGE,
+            )
+        return self
+
+
+class SpokeClusterStatus(WireModel):
+    """What the controller last saw of the cluster; written only by the controller."""
+
+    conditions: list[Condition] = Field(default_factory=list)
+    """Ready: True when the spoke's API server answers and its capacity is known."""
+    capacity: ResourceQuantities = Field(default_factory=dict)
+    """Sum of the capacity of the spoke's nodes."""
+    allocatable: ResourceQuantities = Field(default_factory=dict)
+    """Sum of the allocatable resources of the spoke's ready, schedulable nodes."""
+    free: ResourceQuantities = Field(default_factory=dict)
+    """Allocatable minus what running and dispatched pods request."""
+    nodes: int = Field(0, ge=0)
+    """Number of nodes."""
+    ready_nodes: int = Field(0, alias="readyNodes", ge=0)
+    """Number of nodes that are Ready and schedulable."""
+    last_sync_time: Timestamp | None = Field(None, alias="lastSyncTime")
+    """When this status was last brought up to date."""
+
+
+class SpokeCluster(WireModel):
+    """A cluster AppWrappers can be dispatched to."""
+
+    api_version: Literal["cluster.codeflare.dev/v1alpha1"] = Field(
+        API_VERSION, alias="apiVersion"
+    )
+    kind: Literal["SpokeCluster"] = KIND
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: SpokeClusterSpec
+    """How to reach the cluster."""
+    status: SpokeClusterStatus = Field(default_factory=SpokeClusterStatus)
+    """Capacity last seen."""
+
+    def ready(self) -> bool:
+        """True when the Ready condition is True."""
+        return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
