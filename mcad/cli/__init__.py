@@ -1,0 +1,6 @@
+"""The ``mcad`` command line: ``mcad validate`` now, ``mcad run`` and ``mcad cluster`` later.
+
+Rule of this package: parse arguments, read inputs, call into ``mcad.api`` and
+``mcad.core``, print sentences. Decisions live in the core; the command only reports
+them. ``main`` is the boundary where every failure becomes a sentence and an exit status.
+"""
