@@ -19,6 +19,7 @@ are left out of ``allocatable`` and ``free``; ``capacity`` counts every node.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NewType
@@ -167,6 +168,11 @@ class NodePool:
             for pod_set in reservation.pod_sets:
                 pool.take(pod_set, pool.fit(pod_set, pod_set.count, partial=True))
         return pool
+
+    @classmethod
+    def empty(cls, nodes: Iterable[NodeCapacity]) -> NodePool:
+        """The pool of ``nodes`` with nothing running on them: what could ever fit."""
+        return cls(dataclasses.replace(n, requested=EMPTY) for n in nodes)
 
     def free_total(self) -> dict[str, int]:
         return {k: v for k, v in self.total.items() if v > 0}

@@ -210,8 +210,9 @@ def _why_no_node_accepts(pool: NodePool, pod_set: PodSet, what: str) -> str:
     if not pool.nodes:
         return "no node is ready and schedulable"
     unselected = [n for n in pool.nodes if not n.selects(pod_set.node_selector)]
+    selected = [n for n in pool.nodes if n.selects(pod_set.node_selector)]
     tainted = sorted({f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-                      for n in pool.nodes if n.selects(pod_set.node_selector)
+                      for n in selected
                       for t in blocking_taints(n.taints, pod_set.tolerations)})
     parts = []
     if unselected:
@@ -219,7 +220,9 @@ def _why_no_node_accepts(pool: NodePool, pod_set: PodSet, what: str) -> str:
         parts.append(f"{len(unselected)} of {len(pool.nodes)} nodes lack nodeSelector "
                      f"labels {selector}")
     if tainted:
-        parts.append(f"the others have taints it does not tolerate ({', '.join(tainted)})")
+        parts.append(f"{len(selected)} {'other ' if unselected else ''}node"
+                     f"{'s have' if len(selected) > 1 else ' has'} taints it does not "
+                     f"tolerate ({', '.join(tainted)})")
     return f"no node accepts {what}: {'; '.join(parts)}"
 
 
@@ -343,7 +346,7 @@ class ClusterBoard:
         for i in candidates:
             pool = self._empty.get(i)
             if pool is None:
-                pool = self._empty[i] = NodePool(self.clusters[i].nodes)
+                pool = self._empty[i] = NodePool.empty(self.clusters[i].nodes)
             takes = fit_gang(pool, demand)
             if not isinstance(takes, str):
                 for pod_set, set_takes in takes:

@@ -1,0 +1,449 @@
+"""The dispatch cycle: one snapshot in, every decision out.
+
+Kueue's shape: the controller gathers AppWrappers, quota and cluster capacity into a
+``Snapshot``; ``dispatch_cycle`` decides on private copies and returns what to do
+(dispatch here, keep pending for this reason, evict these); the controller applies it.
+Nothing in the snapshot is changed, so the same snapshot always gives the same result.
+
+Phases:
+
+1. Charge the admitted AppWrappers to a copy of the quota forest (they hold quota);
+   they are also the eviction candidates. Their pods already hold capacity, through
+   the nodes' requests or the clusters' reservations.
+2. Order the queued AppWrappers (``mcad.core.queue``).
+3. Build the capacity board: per-node free room, reservations placed first.
+4. Walk the queue. Each AppWrapper gets exactly one outcome, from the first check it
+   fails: RequeuePause, InvalidDemand, QuotaNodeNotFound, NoMatchingCluster,
+   QuotaExceeded (or WaitingForPreemption once evictions are issued for it),
+   InsufficientCapacity, WaitingForHeadOfLine; or it is dispatched, and its quota and
+   nodes are charged at once, so no later decision in the cycle counts on them.
+   The head-of-line rule and its reservation are stated in ``mcad.core.queue``.
+5. Return the decisions.
+
+Speed (10,000 queued AppWrappers in a few tens of milliseconds): free room only
+shrinks during a cycle, so "this quota shape did not fit" and "this pod shape did not
+fit these clusters" are cached for the rest of the cycle, and most of a long queue is
+answered from those caches. Cluster totals reject a gang before any node is looked at.
+
+Preemption (``CyclePolicy.preemption``) covers quota: an AppWrapper blocked by quota
+that lower-priority borrowers hold gets them evicted (``QuotaForest.evictions_for``)
+when its pods then have room, either now or once the evicted pods are gone (cluster
+totals). It is dispatched in a later cycle, after the evictions; meanwhile its quota
+and (when it fits now) its nodes are held so nothing behind it takes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import NamedTuple
+
+from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
+from mcad.core.demand import Demand
+from mcad.core.placement import (
+    EVERY_CLUSTER,
+    ClusterBoard,
+    ClusterSelector,
+    NoFit,
+    Placement,
+    PlacementPolicy,
+    resource_weight_order,
+)
+from mcad.core.queue import DEFAULT_STARVATION_SECONDS, BackfillPolicy, in_queue_order
+from mcad.core.quota import QuotaAssignment, QuotaCharge, QuotaForest, QuotaProblem
+from mcad.core.resources import ResourceList
+
+
+class PendingReason(StrEnum):
+    """Why a queued AppWrapper was not dispatched in this cycle."""
+
+    REQUEUE_PAUSE = "RequeuePause"
+    INVALID_DEMAND = "InvalidDemand"
+    QUOTA_NODE_NOT_FOUND = "QuotaNodeNotFound"
+    NO_MATCHING_CLUSTER = "NoMatchingCluster"
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    WAITING_FOR_PREEMPTION = "WaitingForPreemption"
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    WAITING_FOR_HEAD_OF_LINE = "WaitingForHeadOfLine"
+
+
+PREEMPTED = "Preempted"
+"""Reason of every eviction: a higher-priority AppWrapper needs the borrowed quota."""
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """Waiting to be dispatched."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """Dispatched to ``cluster``: it holds quota and capacity there."""
+
+    cluster: ClusterName
+
+
+Phase = Queued | Admitted
+QUEUED = Queued()
+
+
+@dataclass(frozen=True, slots=True)
+class AppWrapperEntry:
+    """One AppWrapper as the cycle sees it."""
+
+    key: AppWrapperKey
+    uid: str
+    priority: int
+    created: datetime
+    demand: Demand | None
+    demand_error: str | None = None
+    quota_labels: Mapping[str, str] = field(default_factory=dict)
+    clusters: tuple[str, ...] = ()
+    cluster_selector: ClusterSelector = EVERY_CLUSTER
+    phase: Phase = QUEUED
+    avoid_cluster: str | None = None
+    not_before: datetime | None = None
+    queued_since: datetime | None = None
+    """When it last entered the queue (creation or last requeue); None: ``created``."""
+
+
+@dataclass(frozen=True, slots=True)
+class CyclePolicy:
+    placement: PlacementPolicy = PlacementPolicy.BEST_FIT
+    preemption: bool = False
+    starvation_seconds: float = DEFAULT_STARVATION_SECONDS
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one cycle decides on.
+
+    ``quota`` carries the trees' limits and no usage of the AppWrappers listed here:
+    the cycle charges the admitted ones itself (usage already in it counts as well).
+    """
+
+    now: datetime
+    appwrappers: tuple[AppWrapperEntry, ...]
+    clusters: tuple[ClusterCapacity, ...]
+    quota: QuotaForest
+    policy: CyclePolicy = CyclePolicy()
+
+
+class Dispatch(NamedTuple):
+    key: AppWrapperKey
+    cluster: ClusterName
+    placement: Placement
+
+
+class Pending(NamedTuple):
+    key: AppWrapperKey
+    reason: PendingReason
+    message: str
+
+
+class Eviction(NamedTuple):
+    key: AppWrapperKey
+    reason: str
+    message: str
+    for_key: AppWrapperKey
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    dispatches: tuple[Dispatch, ...]
+    pending: tuple[Pending, ...]
+    evictions: tuple[Eviction, ...]
+
+
+def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
+    """Decide, for every queued AppWrapper of ``snapshot``, dispatch or why not."""
+    # 1. Admitted AppWrappers hold quota; they are the eviction candidates.
+    quota = snapshot.quota.copy()
+    decider = _Decider(snapshot, quota)
+    queued = []
+    for entry in snapshot.appwrappers:
+        if isinstance(entry.phase, Admitted):
+            decider.charge_admitted(entry, entry.phase.cluster)
+        else:
+            queued.append(entry)
+
+    # 2. Queue order, once.
+    ordered = in_queue_order(queued)
+
+    # 3. The capacity board was built with the decider: per-node free room with every
+    #    cluster's reservations placed first.
+
+    # 4. Decide, in order, charging quota and nodes as AppWrappers are dispatched.
+    for entry in ordered:
+        decider.decide(entry)
+
+    # 5. The decisions.
+    return CycleResult(tuple(decider.dispatches), tuple(decider.pending),
+                       tuple(decider.evictions))
+
+
+# -- phase 4, one AppWrapper at a time -----------------------------------------------------
+
+_Outcome = tuple[PendingReason, str, bool]
+"""A cached failure: reason, message, and whether the AppWrapper could ever run."""
+
+
+class _Decider:
+    """The mutable state of one cycle: charged quota, charged nodes, caches, results."""
+
+    def __init__(self, snapshot: Snapshot, quota: QuotaForest) -> None:
+        self.now = snapshot.now
+        self.policy = snapshot.policy
+        self.backfill = BackfillPolicy(snapshot.policy.starvation_seconds)
+        self.unused_quota = snapshot.quota
+        self.quota = quota
+        self.trees = tuple(quota.trees())
+        self.board = ClusterBoard(snapshot.clusters)
+        self.dispatches: list[Dispatch] = []
+        self.pending: list[Pending] = []
+        self.evictions: list[Eviction] = []
+        self.charges: list[QuotaCharge] = []
+        self.admitted_on: dict[str, tuple[str, ResourceList]] = {}
+        self._assignments: dict[tuple[str | None, ...], QuotaAssignment | QuotaProblem] = {}
+        self._quota_no: dict[tuple[object, ...], _Outcome] = {}
+        self._capacity_no: dict[tuple[object, ...], _Outcome] = {}
+        # The head of line (see mcad.core.queue) and what is reserved for it.
+        self.head_seen = False
+        self.head: AppWrapperEntry | None = None
+        self.held_quota: QuotaForest | None = None
+        self.held_nodes: Placement | None = None
+        self.closed_cluster: int | None = None
+
+    def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:
+        key = tuple(labels.get(tree) for tree in self.trees)
+        found = self._assignments.get(key)
+        if found is None:
+            found = self._assignments[key] = self.quota.resolve(labels)
+        return found
+
+    def charge_admitted(self, entry: AppWrapperEntry, cluster: str) -> None:
+        if entry.demand is None:
+            return
+        assignment = self.assignment(entry.quota_labels)
+        if isinstance(assignment, QuotaProblem):
+            return
+        total = entry.demand.total
+        self.quota.charge(assignment, total)
+        self.charges.append(QuotaCharge(entry.key, entry.priority, assignment, total))
+        self.admitted_on[entry.key] = (cluster, total)
+
+    def pend(self, entry: AppWrapperEntry, reason: PendingReason, message: str) -> None:
+        self.pending.append(Pending(entry.key, reason, message))
+
+    def decide(self, entry: AppWrapperEntry) -> None:
+        if entry.not_before is not None and entry.not_before > self.now:
+            self.pend(entry, PendingReason.REQUEUE_PAUSE,
+                      f"requeued; it may be dispatched again from "
+                      f"{entry.not_before.isoformat()}")
+            return
+        demand = entry.demand
+        if demand is None:
+            self.pend(entry, PendingReason.INVALID_DEMAND,
+                      entry.demand_error or "its resource demand could not be read")
+            return
+        assignment = self.assignment(entry.quota_labels)
+        if isinstance(assignment, QuotaProblem):
+            self.pend(entry, PendingReason(assignment.reason), assignment.message)
+            return
+        candidates = self.board.eligible(entry.clusters, entry.cluster_selector)
+        if isinstance(candidates, str):
+            self.pend(entry, PendingReason.NO_MATCHING_CLUSTER, candidates)
+            return
+        if not self.quota_fits(entry, demand, assignment, candidates):
+            return
+        placement = self.place(entry, demand, assignment, candidates)
+        if placement is None:
+            return
+        self.quota.charge(assignment, demand.total)
+        if self.held_quota is not None:
+            self.held_quota.charge(assignment, demand.total)
+        self.dispatches.append(Dispatch(entry.key, placement.cluster, placement))
+
+    # -- quota ---------------------------------------------------------------------------
+
+    def quota_fits(self, entry: AppWrapperEntry, demand: Demand,
+                   assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
+        total = demand.total
+        key = (assignment, total, entry.priority if self.policy.preemption else 0)
+        cached = self._quota_no.get(key)
+        if cached is not None:
+            self.blocked(entry, demand, assignment, candidates, cached, by_quota=True)
+            return False
+        held = self.held_quota
+        problem = (held or self.quota).fits(assignment, total)
+        if problem is None:
+            return True
+        if held is not None:
+            problem = self.quota.fits(assignment, total)
+            if problem is None:
+                outcome = self.behind_head(True)
+                self._quota_no[key] = outcome
+                self.blocked(entry, demand, assignment, candidates, outcome, by_quota=True)
+                return False
+        assert problem is not None
+        message = problem.message
+        if self.policy.preemption and problem.reason == PendingReason.QUOTA_EXCEEDED:
+            refusal = self.preempt(entry, demand, assignment, candidates)
+            if refusal is None:
+                return False
+            message = f"{message}; {refusal}"
+        never = self.unused_quota.fits(assignment, total) is not None
+        if never:
+            message += "; it asks for more than the quota allows even with nothing else running"
+        outcome = (PendingReason(problem.reason), message, not never)
+        self._quota_no[key] = outcome
+        self.blocked(entry, demand, assignment, candidates, outcome, by_quota=True)
+        return False
+
+    def preempt(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
+                candidates: tuple[int, ...]) -> str | None:
+        """Evict borrowers for ``entry``; None when done, else why it was not."""
+        victims = self.quota.evictions_for(assignment, demand.total, self.charges,
+                                           priority=entry.priority)
+        if not victims:
+            return "no lower-priority borrower can be evicted to make room"
+        placement = self.board.place(demand, self.open(candidates),
+                                     policy=self.policy.placement, avoid=entry.avoid_cluster)
+        if isinstance(placement, NoFit) and not self.fits_after_eviction(demand, candidates,
+                                                                        victims):
+            return "evicting the borrowers would not make room for its pods"
+        gone = set(victims)
+        self.charges = [c for c in self.charges if c.key not in gone]
+        self.quota.charge(assignment, demand.total)
+        if self.held_quota is not None:
+            self.held_quota.charge(assignment, demand.total)
+        for victim in victims:
+            self.evictions.append(Eviction(
+                AppWrapperKey(victim), PREEMPTED,
+                f"evicted to return borrowed quota to {entry.key} (priority "
+                f"{entry.priority})", entry.key))
+        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
+                  f"waiting for {len(victims)} lower-priority AppWrapper"
+                  f"{'s' if len(victims) > 1 else ''} borrowing its quota to be evicted: "
+                  f"{', '.join(victims)}")
+        return None
+
+    def fits_after_eviction(self, demand: Demand, candidates: tuple[int, ...],
+                            victims: Sequence[str]) -> bool:
+        """True when some cluster's total free room plus the victims' there holds it."""
+        for i in self.open(candidates):
+            name = self.board.clusters[i].name
+            free = dict(self.board.pools[i].total)
+            for victim in victims:
+                cluster, amount = self.admitted_on[victim]
+                if cluster == name:
+                    for resource, value in amount.items():
+                        free[resource] = free.get(resource, 0) + value
+            if demand.total.fits_in(free):
+                return True
+        return False
+
+    # -- capacity ------------------------------------------------------------------------
+
+    def open(self, candidates: tuple[int, ...]) -> tuple[int, ...]:
+        closed = self.closed_cluster
+        if closed is None or closed not in candidates:
+            return candidates
+        return tuple(i for i in candidates if i != closed)
+
+    def place(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
+              candidates: tuple[int, ...]) -> Placement | None:
+        shape = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
+                       for s in demand.pod_sets), candidates)
+        cached = self._capacity_no.get(shape)
+        if cached is not None:
+            self.blocked(entry, demand, assignment, candidates, cached, by_quota=False)
+            return None
+        placement = self.board.place(demand, self.open(candidates),
+                                     policy=self.policy.placement, avoid=entry.avoid_cluster)
+        if isinstance(placement, Placement):
+            return placement
+        if self.fits_without_reservation(demand, candidates):
+            outcome = self.behind_head(False)
+        else:
+            never = not self.board.fits_when_empty(demand, candidates)
+            message = placement.message
+            if never:
+                message += "; it does not fit even with nothing else running"
+            outcome = (PendingReason.INSUFFICIENT_CAPACITY, message, not never)
+        self._capacity_no[shape] = outcome
+        self.blocked(entry, demand, assignment, candidates, outcome, by_quota=False)
+        return None
+
+    def fits_without_reservation(self, demand: Demand, candidates: tuple[int, ...]) -> bool:
+        board = self.board
+        policy = self.policy.placement
+        if self.closed_cluster is not None and self.closed_cluster in candidates:
+            trial = board.place(demand, (self.closed_cluster,), policy=policy)
+            if isinstance(trial, Placement):
+                board.unplace(trial)
+                return True
+        if self.held_nodes is not None:
+            board.unplace(self.held_nodes)
+            trial = board.place(demand, candidates, policy=policy)
+            if isinstance(trial, Placement):
+                board.unplace(trial)
+            board.replace(self.held_nodes)
+            return isinstance(trial, Placement)
+        return False
+
+    # -- head of line ----------------------------------------------------------------------
+
+    def behind_head(self, by_quota: bool) -> _Outcome:
+        head = self.head
+        assert head is not None
+        waited = int((self.now - (head.queued_since or head.created)).total_seconds())
+        what = "quota" if by_quota else "room"
+        return (PendingReason.WAITING_FOR_HEAD_OF_LINE,
+                f"it would fit, but the {what} is held for {head.key}, first in line and "
+                f"waiting for {waited}s", True)
+
+    def blocked(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
+                candidates: tuple[int, ...], outcome: _Outcome, *, by_quota: bool) -> None:
+        """Record ``outcome``; the first AppWrapper that could run may become the head."""
+        reason, message, could_run = outcome
+        self.pend(entry, reason, message)
+        if self.head_seen or not could_run or reason not in (
+                PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY):
+            return
+        if by_quota and not self.board.fits_when_empty(demand, candidates):
+            return
+        self.head_seen = True
+        if not self.backfill.is_starving(now=self.now,
+                                         waiting_since=entry.queued_since or entry.created):
+            return
+        self.head = entry
+        held = self.quota.copy()
+        held.charge(assignment, demand.total)
+        self.held_quota = held
+        if by_quota:
+            placement = self.board.place(demand, candidates, policy=self.policy.placement,
+                                         avoid=entry.avoid_cluster)
+            if isinstance(placement, Placement):
+                self.held_nodes = placement
+                return
+        self.closed_cluster = self.cluster_to_drain(demand, candidates)
+
+    def cluster_to_drain(self, demand: Demand, candidates: tuple[int, ...]) -> int | None:
+        """The cluster held for a head that fits nowhere now: most free of its scarcest."""
+        board = self.board
+        runnable = [i for i in candidates if board.fits_when_empty(demand, (i,))]
+        if not runnable:
+            return None
+        order = resource_weight_order(demand.total)
+
+        def share(i: int) -> tuple[float, str]:
+            total = board.pools[i].total
+            allocatable = board.allocatable(i)
+            worst = min((total.get(r, 0) / allocatable[r] if allocatable[r] else 0.0
+                         for r in order), default=1.0)
+            return (-worst, board.clusters[i].name)
+
+        return min(runnable, key=share)

@@ -1,0 +1,184 @@
+"""Fluent builders for dispatch-cycle snapshots and the AppWrappers in them.
+
+    snap = (make_snapshot(now=at(600))
+            .clusters(make_cluster("spoke-1").nodes(2, gpu=8))
+            .quota(make_tree("quota_context").node("root", gpu=16).build())
+            .add(make_entry("big").priority(5).job(pods=2, gpu=8).created(at(0)),
+                 make_entry("small").job(gpu=1).labels(quota_context="root"))
+            .obj())
+
+An entry's demand is read from a wire AppWrapper (``tests.builders.appwrappers``) with
+``appwrapper_demand``, exactly as the controller will read it; ``demand(...)`` sets it
+directly. Times are ``at(seconds)`` after a fixed epoch, so tests never read a clock.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
+from mcad.core.cycle import (
+    QUEUED,
+    Admitted,
+    AppWrapperEntry,
+    CyclePolicy,
+    Phase,
+    Snapshot,
+)
+from mcad.core.demand import Demand, PodSet, appwrapper_demand
+from mcad.core.placement import ClusterSelector, PlacementPolicy
+from mcad.core.quota import QuotaForest
+from mcad.core.resources import EMPTY
+from tests.builders.appwrappers import make_appwrapper
+from tests.builders.clusters import ClusterBuilder
+
+EPOCH = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    """``seconds`` after the tests' fixed epoch."""
+    return EPOCH + timedelta(seconds=seconds)
+
+
+def demand_of(*pod_sets: PodSet, min_available: int | None = None) -> Demand:
+    """A Demand straight from pod sets (no wire AppWrapper)."""
+    total = EMPTY
+    for pod_set in pod_sets:
+        total = total + pod_set.requests.scale(pod_set.count)
+    pods = sum(s.count for s in pod_sets)
+    return Demand(pod_sets=tuple(pod_sets), min_available=min_available or pods,
+                  total=total, pods=pods)
+
+
+def make_entry(name: str, namespace: str = "default") -> EntryBuilder:
+    return EntryBuilder(name, namespace)
+
+
+def make_snapshot(*, now: datetime = EPOCH) -> SnapshotBuilder:
+    return SnapshotBuilder(now)
+
+
+class EntryBuilder:
+    """One AppWrapper in a snapshot; every method returns the builder."""
+
+    def __init__(self, name: str, namespace: str) -> None:
+        self.key = f"{namespace}/{name}"
+        self.wire = make_appwrapper(name, namespace)
+        self._uid = f"uid-{namespace}-{name}"
+        self._priority = 0
+        self._created = EPOCH
+        self._demand: Demand | None = None
+        self._demand_error: str | None = None
+        self._labels: dict[str, str] = {}
+        self._clusters: tuple[str, ...] = ()
+        self._selector = ClusterSelector()
+        self._phase: Phase = QUEUED
+        self._avoid: str | None = None
+        self._not_before: datetime | None = None
+        self._queued_since: datetime | None = None
+
+    def priority(self, priority: int) -> EntryBuilder:
+        self._priority = priority
+        return self
+
+    def created(self, when: datetime) -> EntryBuilder:
+        self._created = when
+        return self
+
+    def uid(self, uid: str) -> EntryBuilder:
+        self._uid = uid
+        return self
+
+    def job(self, **shape: Any) -> EntryBuilder:
+        """A wrapped batch/v1 Job (``pods=``, ``gpu=``, ``cpu=``, ``node_selector=``...)."""
+        self.wire.job(**shape)
+        return self
+
+    def pod(self, **shape: Any) -> EntryBuilder:
+        self.wire.pod(**shape)
+        return self
+
+    def demand(self, demand: Demand) -> EntryBuilder:
+        self._demand = demand
+        return self
+
+    def invalid(self, error: str) -> EntryBuilder:
+        self._demand_error = error
+        return self
+
+    def labels(self, **labels: str) -> EntryBuilder:
+        """Quota labels: ``<tree>=<node>``."""
+        self._labels.update(labels)
+        return self
+
+    def clusters(self, *names: str) -> EntryBuilder:
+        self._clusters = names
+        return self
+
+    def selector(self, spec: dict[str, Any]) -> EntryBuilder:
+        """A ``clusterSelector`` as on the wire."""
+        self._selector = ClusterSelector.from_spec(spec)
+        return self
+
+    def admitted(self, cluster: str) -> EntryBuilder:
+        self._phase = Admitted(ClusterName(cluster))
+        return self
+
+    def avoid(self, cluster: str) -> EntryBuilder:
+        self._avoid = cluster
+        return self
+
+    def not_before(self, when: datetime) -> EntryBuilder:
+        self._not_before = when
+        return self
+
+    def queued_since(self, when: datetime) -> EntryBuilder:
+        self._queued_since = when
+        return self
+
+    def obj(self) -> AppWrapperEntry:
+        demand = self._demand
+        if demand is None and self._demand_error is None:
+            demand = appwrapper_demand(self.wire.spec())
+        return AppWrapperEntry(
+            key=AppWrapperKey(self.key), uid=self._uid, priority=self._priority,
+            created=self._created, demand=None if self._demand_error else demand,
+            demand_error=self._demand_error, quota_labels=dict(self._labels),
+            clusters=self._clusters, cluster_selector=self._selector, phase=self._phase,
+            avoid_cluster=self._avoid, not_before=self._not_before,
+            queued_since=self._queued_since)
+
+
+class SnapshotBuilder:
+    def __init__(self, now: datetime) -> None:
+        self._now = now
+        self._entries: list[AppWrapperEntry] = []
+        self._clusters: list[ClusterCapacity] = []
+        self._quota: QuotaForest | None = None
+        self._policy = CyclePolicy()
+
+    def add(self, *entries: EntryBuilder | AppWrapperEntry) -> SnapshotBuilder:
+        self._entries.extend(e.obj() if isinstance(e, EntryBuilder) else e for e in entries)
+        return self
+
+    def clusters(self, *clusters: ClusterBuilder | ClusterCapacity) -> SnapshotBuilder:
+        self._clusters.extend(c.obj() if isinstance(c, ClusterBuilder) else c
+                              for c in clusters)
+        return self
+
+    def quota(self, forest: QuotaForest) -> SnapshotBuilder:
+        self._quota = forest
+        return self
+
+    def policy(self, *, placement: str = "best-fit", preemption: bool = False,
+               starvation_seconds: float = 300.0) -> SnapshotBuilder:
+        self._policy = CyclePolicy(PlacementPolicy(placement), preemption, starvation_seconds)
+        return self
+
+    def obj(self) -> Snapshot:
+        quota = self._quota
+        if quota is None:
+            quota, _ = QuotaForest.build([])
+        return Snapshot(now=self._now, appwrappers=tuple(self._entries),
+                        clusters=tuple(self._clusters), quota=quota, policy=self._policy)
