@@ -43,13 +43,19 @@ DEFAULT_NODE = "default"
 
 @dataclass(frozen=True)
 class QuotaNodeSpec:
-    """One node of a quota tree, as a QuotaSubtree child declares it."""
+    """One node of a quota tree, as a QuotaSubtree child declares it.
+
+    ``zero_quota`` names the resources the node declares with a quota of 0 (``gpu: 0``):
+    a ``ResourceList`` drops zero entries, yet a named zero is a ceiling of nothing,
+    while a resource the node does not name at all is not limited by it.
+    """
 
     tree: str
     name: str
     parent: str | None
     quota: ResourceList
     hard_limit: bool
+    zero_quota: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -354,6 +360,8 @@ def _build_structure(specs: Iterable[QuotaNodeSpec]) -> tuple[_Structure, list[s
             continue
         declared[key] = spec
         quota = dict(spec.quota)
+        for resource in spec.zero_quota:
+            quota.setdefault(resource, 0)
         for resource, value in sorted(quota.items()):
             if value < 0:
                 problems.append(
@@ -475,6 +483,7 @@ def nodes_from_subtree(obj: Mapping[str, Any]) -> list[QuotaNodeSpec]:
             quota = ResourceList.parse(requests)
         except QuantityError as err:
             raise ValueError(f"{where} ({child['name']}) quotas.requests.{err}") from err
+        zero = frozenset(str(r) for r in requests if str(r) not in quota)
         out.append(QuotaNodeSpec(tree=tree, name=child["name"], parent=parent, quota=quota,
-                                 hard_limit=hard))
+                                 hard_limit=hard, zero_quota=zero))
     return out

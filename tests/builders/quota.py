@@ -32,8 +32,10 @@ class QuotaTreeBuilder:
              **resources: int | str) -> QuotaTreeBuilder:
         """Add a node; without ``parent`` it is a root (always hard)."""
         quota = ResourceList.parse(dict(requests or {})) + ResourceList.of(**resources)
+        named = {*(requests or {}), *(_resource_name(k) for k in resources)}
         self._nodes.append(QuotaNodeSpec(tree=self.tree, name=name, parent=parent,
-                                         quota=quota, hard_limit=hard))
+                                         quota=quota, hard_limit=hard,
+                                         zero_quota=frozenset(named - set(quota))))
         return self
 
     def child(self, name: str, *, parent: str, hard: bool = False,
@@ -59,7 +61,9 @@ class QuotaTreeBuilder:
             name = f"{self.tree}-{parent}-children" if parent else f"{self.tree}-root"
             body: dict[str, Any] = {"children": [
                 {"name": c.name,
-                 "quotas": {"hardLimit": c.hard_limit, "requests": c.quota.to_strings()}}
+                 "quotas": {"hardLimit": c.hard_limit,
+                            "requests": {**dict.fromkeys(sorted(c.zero_quota), "0"),
+                                         **c.quota.to_strings()}}}
                 for c in children
             ]}
             if parent is not None:
@@ -72,6 +76,11 @@ class QuotaTreeBuilder:
                 "spec": body,
             })
         return out
+
+
+def _resource_name(keyword: str) -> str:
+    """``gpu`` -> ``nvidia.com/gpu``, as ``ResourceList.of`` spells keywords."""
+    return next(iter(ResourceList.of(**{keyword: 1})))
 
 
 def make_tree(tree: str) -> QuotaTreeBuilder:
