@@ -18,9 +18,16 @@ The rule, stated once (Kueue-like, and what MCAD's hardLimit means):
   include every sibling's usage, are what bound the borrowing.
 
 So ``fits`` checks a precomputed list of ``(node, quota)`` pairs per resource along the
-path: a few dict lookups, no walk. A borrower is an AppWrapper whose path, below the
-node that blocks a preemptor, runs through a node using more of the blocked resource
-than its own quota; those, and only those of lower priority, can be evicted for it.
+path: a few dict lookups, no walk.
+
+Eviction (``evictions_for``): a borrower is an AppWrapper whose path, below the node
+that blocks the preemptor, runs through a node using more of the blocked resource than
+its own quota. Borrowing is judged per node, as Kueue judges a borrowing ClusterQueue:
+every AppWrapper charged there counts, and priority (then key) decides who goes first.
+Only borrowers of lower priority than the preemptor can be evicted; usage within a
+node's own quota is never taken away. A node that does not name a resource owns none
+of it, so its usage of that resource is not borrowing from anyone in particular and
+is not evicted either: name the resource (``0`` if need be) to make it reclaimable.
 
 Build problems (unknown parent, cycle, duplicate node, negative quota) are reported as
 sentences and the rest is still built: nodes that cannot be placed in a tree, and the

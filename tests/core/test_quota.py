@@ -8,6 +8,7 @@ Trees used below (gpu only unless said):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -95,6 +96,14 @@ FIT_CASES = [
             make_tree(TREE).node("root", gpu=4).child("gold", parent="root", gpu=2, hard=True)
             .build, [], on("gold"), R(gpu=6),
             "quota tree quota_context node gold: needs 6 nvidia.com/gpu, 2 free"),
+    FitCase("a hard node declaring 0 of a resource admits none of it",
+            make_tree(TREE).node("root", gpu=16)
+            .child("cpu-only", parent="root", gpu=0, cpu=8, hard=True).build,
+            [], on("cpu-only"), R(gpu=1),
+            "quota tree quota_context node cpu-only: needs 1 nvidia.com/gpu, 0 free"),
+    FitCase("a soft node declaring 0 of a resource borrows all of it",
+            make_tree(TREE).node("root", gpu=16).child("guest", parent="root", gpu=0).build,
+            [], on("guest"), R(gpu=16), None),
     FitCase("it must fit in every tree",
             lambda: make_forest(standard(), make_tree("org").node("all", cpu=8)),
             [({TREE: "gold", "org": "all"}, R(cpu=6))], {TREE: "gold", "org": "all"},
@@ -294,6 +303,48 @@ def test_evictions_for(case: EvictionCase) -> None:
             if charge.key in got:
                 forest.release(charge.assignment, charge.amount)
         assert forest.fits(assignment, case.amount) is None
+
+
+def test_evictions_only_for_the_tree_that_blocks() -> None:
+    forest = make_forest(standard(), make_tree("org").node("all", cpu=64)
+                         .child("research", parent="all", cpu=4)
+                         .child("prod", parent="all", cpu=60))
+    # Borrows cpu in org (12 > 4) but stays within bronze's gpu quota: evicting it would
+    # free enough gpus, yet it lends nothing gold is owed in the tree that blocks.
+    cpu_borrower = charge_appwrapper(forest, "cpu", priority=0, amount=R(cpu=12, gpu=4),
+                                     labels={TREE: "bronze", "org": "research"})
+    gpu_borrower = charge_appwrapper(forest, "gpu", priority=1, amount=R(cpu=1, gpu=10),
+                                     labels={TREE: "silver", "org": "prod"})
+    gold = forest.resolve({TREE: "gold", "org": "prod"})
+    assert isinstance(gold, QuotaAssignment)
+    assert forest.fits(gold, R(gpu=6)) is not None
+    assert forest.evictions_for(gold, R(gpu=6), [cpu_borrower, gpu_borrower],
+                                priority=5) == ["gpu"]
+
+
+def test_fits_is_fast_enough_for_a_cycle_of_10000() -> None:
+    """Regression guard: a cycle checks quota for up to 10,000 AppWrappers in 50 ms.
+
+    The bound is loose (shared CI machines); a walk per check instead of the
+    precomputed plan would still trip it.
+    """
+    builder = make_tree(TREE).node("root", gpu=10**6, cpu=10**6)
+    for team in range(20):
+        builder.child(f"team-{team}", parent="root", gpu=1000, cpu=1000)
+        for leaf in range(5):
+            builder.child(f"team-{team}-{leaf}", parent=f"team-{team}", gpu=100, cpu=100,
+                          hard=leaf == 0)
+    forest = builder.build()
+    labels = [on(f"team-{i % 20}-{i % 5}") for i in range(10_000)]
+    amount = R(gpu=1, cpu=2, memory="4Gi")
+    started = time.perf_counter()
+    for label in labels:
+        assignment = forest.resolve(label)
+        assert isinstance(assignment, QuotaAssignment)
+        if forest.fits(assignment, amount) is None:
+            forest.charge(assignment, amount)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 0.25, f"10,000 resolve+fits+charge took {elapsed * 1000:.0f} ms"
 
 
 def test_evictions_for_an_unknown_node_is_none() -> None:
