@@ -81,7 +81,8 @@ class Report:
 def validate(paths: Sequence[str], *, stdin: IO[str] | None = None) -> Report:
     """Check every object in ``paths``."""
     report = Report()
-    quota_nodes: list[QuotaNodeSpec] = []
+    quota_nodes: dict[str, list[QuotaNodeSpec]] = {}  # tree -> nodes
+    quota_sources: dict[str, list[str]] = {}  # tree -> files declaring it
     quota_trees_complete = True  # False once a QuotaSubtree is invalid: its nodes are missing
     for entry in manifests.read(paths, stdin=stdin):
         if isinstance(entry, manifests.ReadProblem):
@@ -96,17 +97,23 @@ def validate(paths: Sequence[str], *, stdin: IO[str] | None = None) -> Report:
             report.problems.extend(f"{prefix}: {problem}." for problem in parsed.problems)
             continue
         summary, problem = _summarize(parsed, entry.data, quota_nodes)
+        if isinstance(parsed.model, QuotaSubtree):
+            sources = quota_sources.setdefault(parsed.model.tree, [])
+            if entry.source not in sources:
+                sources.append(entry.source)
         if problem:
             report.problems.append(f"{prefix}: {problem}.")
         else:
             report.summaries.append(f"{prefix}: {summary}")
-    if quota_nodes and quota_trees_complete:
-        _, tree_problems = QuotaForest.build(quota_nodes)
-        report.problems.extend(f"quota trees given: {p.rstrip('.')}." for p in tree_problems)
+    if quota_trees_complete:
+        for tree, nodes in sorted(quota_nodes.items()):
+            _, tree_problems = QuotaForest.build(nodes)
+            where = ", ".join(quota_sources.get(tree, []))
+            report.problems.extend(f"{where}: {p.rstrip('.')}." for p in tree_problems)
     return report
 
 
-def _summarize(parsed: Parsed, raw: object, quota_nodes: list[QuotaNodeSpec]
+def _summarize(parsed: Parsed, raw: object, quota_nodes: dict[str, list[QuotaNodeSpec]]
                ) -> tuple[str, str]:
     """(summary, "") for a valid object, ("", problem) when a deeper check fails."""
     model = parsed.model
@@ -123,7 +130,7 @@ def _summarize(parsed: Parsed, raw: object, quota_nodes: list[QuotaNodeSpec]
                 f"priority {model.spec.priority}, requests {demand.total.describe()}"), ""
     if isinstance(model, QuotaSubtree):
         try:
-            quota_nodes.extend(nodes_from_subtree(raw))
+            quota_nodes.setdefault(model.tree, []).extend(nodes_from_subtree(raw))
         except ValueError as err:
             return "", str(err).rstrip(".")
         return _describe_subtree(model), ""
