@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
 from mcad.core.quantity import QuantityError, parse_quantity
@@ -193,6 +193,15 @@ class LabelSelectorRequirement(WireModel):
     """How the key relates to the values: In, NotIn, Exists or DoesNotExist."""
     values: list[str] = Field(default_factory=list)
     """Values for In and NotIn (non-empty); empty for Exists and DoesNotExist."""
+
+    @model_validator(mode="after")
+    def _values_fit_the_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise field_error("values", f"is empty; operator {self.operator} needs at least "
+                                        "one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise field_error("values", f"must be empty for operator {self.operator}")
+        return self
 
 
 class LabelSelector(WireModel):

@@ -213,3 +213,18 @@ def test_a_name_is_required() -> None:
 ])
 def test_label_selector(selector: dict[str, Any], labels: dict[str, str], want: bool) -> None:
     assert LabelSelector.model_validate(selector).matches(labels) is want
+
+
+@pytest.mark.parametrize(("requirement", "want"), [
+    ({"key": "gpu", "operator": "In"}, "values: is empty; operator In needs at least one value"),
+    ({"key": "gpu", "operator": "Exists", "values": ["a"]},
+     "values: must be empty for operator Exists"),
+    ({"key": "gpu", "operator": "Like", "values": ["a"]}, 'operator: "Like" is not one of'),
+])
+def test_bad_cluster_selectors_are_sentences(requirement: dict[str, Any], want: str) -> None:
+    doc = load("aw-cluster-scheduling.yaml")
+    doc["spec"]["schedulingSpec"]["clusterScheduling"]["clusterSelector"] = {
+        "matchExpressions": [requirement]}
+    (problem,) = parse_object(doc).problems
+    assert problem.startswith(
+        "spec.schedulingSpec.clusterScheduling.clusterSelector.matchExpressions[0]." + want)
