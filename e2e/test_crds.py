@@ -1,0 +1,123 @@
+"""The CRDs in crds/ on a real apiserver: accepted, explainable, defaulting and
+validating as the models say, with MCAD v1 YAML accepted unchanged."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from e2e.conftest import Cluster
+
+REPO = Path(__file__).resolve().parents[1]
+AW = ("workload.codeflare.dev", "v1beta1", "appwrappers")
+QST = ("quota.codeflare.dev", "v1alpha1", "quotasubtrees")
+
+
+def kubectl(path: Path, cluster: Cluster, *args: str) -> str:
+    proc = subprocess.run([str(path), "--kubeconfig", str(cluster.kubeconfig), *args],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def hub_crds(clusters: dict[str, Cluster], kubectl_path: Path) -> Cluster:
+    hub = clusters["hub"]
+    kubectl(kubectl_path, hub, "apply", "-f", str(REPO / "crds"))
+    kubectl(kubectl_path, hub, "wait", "--for=condition=Established", "--timeout=60s",
+            "crd/appwrappers.workload.codeflare.dev", "crd/quotasubtrees.quota.codeflare.dev",
+            "crd/spokeclusters.cluster.codeflare.dev")
+    return hub
+
+
+def fixture(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((REPO / "tests/fixtures/mcad-v1" / name).read_text()) if d]
+
+
+def test_kubectl_explain_appwrapper_spec(hub_crds: Cluster, kubectl_path: Path) -> None:
+    # The apiserver publishes a new CRD's OpenAPI a few seconds after it is Established.
+    deadline = time.monotonic() + 60
+    while True:
+        proc = subprocess.run([str(kubectl_path), "--kubeconfig", str(hub_crds.kubeconfig),
+                               "explain", "appwrapper.spec"], capture_output=True, text=True,
+                              check=False)
+        if proc.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "schedulingSpec" in out and "resources" in out
+    out = kubectl(kubectl_path, hub_crds, "explain", "appwrapper.spec.schedulingSpec.requeuing")
+    assert "timeInSeconds" in out and "growthType" in out
+
+
+@pytest.mark.parametrize("name", sorted(
+    p.name for p in (REPO / "tests/fixtures/mcad-v1").glob("aw-*.yaml")))
+async def test_mcad_v1_appwrapper_is_accepted(hub_crds: Cluster, namespace: str, name: str) -> None:
+    for doc in fixture(name):
+        doc["metadata"]["namespace"] = namespace
+        created = await hub_crds.custom.create_namespaced_custom_object(*AW[:2], namespace, AW[2], doc)
+        # Kept verbatim: the wrapped template survives the round trip unpruned.
+        items = created["spec"]["resources"]["GenericItems"]
+        assert [i["generictemplate"] for i in items] == \
+            [i["generictemplate"] for i in doc["spec"]["resources"]["GenericItems"]]
+
+
+async def test_requeuing_defaults_are_applied(hub_crds: Cluster, namespace: str) -> None:
+    doc = {"apiVersion": "workload.codeflare.dev/v1beta1", "kind": "AppWrapper",
+           "metadata": {"name": "defaults"},
+           "spec": {"schedulingSpec": {"requeuing": {}}, "resources": {"GenericItems": [
+               {"generictemplate": {"apiVersion": "v1", "kind": "Pod",
+                                    "metadata": {"name": "p"},
+                                    "spec": {"containers": [{"name": "c", "image": "x"}]}}}]}}}
+    created = await hub_crds.custom.create_namespaced_custom_object(*AW[:2], namespace, AW[2], doc)
+    requeuing = created["spec"]["schedulingSpec"]["requeuing"]
+    assert requeuing["timeInSeconds"] == 300
+    assert requeuing["growthType"] == "exponential"
+    assert requeuing["maxNumRequeuings"] == 0
+
+
+async def test_invalid_requeuing_is_rejected_by_the_apiserver(
+    hub_crds: Cluster, namespace: str
+) -> None:
+    doc = yaml.safe_load((REPO / "tests/fixtures/invalid/bad-requeuing.yaml").read_text())
+    with pytest.raises(ApiException) as err:
+        await hub_crds.custom.create_namespaced_custom_object(*AW[:2], namespace, AW[2], doc)
+    assert err.value.status == 422
+    assert "growthType" in err.value.body
+
+
+async def test_quota_tree_and_spoke_cluster_are_accepted(
+    hub_crds: Cluster, namespace: str, kubectl_path: Path
+) -> None:
+    for doc in fixture("quota-tree.yaml"):
+        doc["metadata"]["namespace"] = namespace
+        await hub_crds.custom.create_namespaced_custom_object(*QST[:2], namespace, QST[2], doc)
+    listed = await hub_crds.custom.list_namespaced_custom_object(*QST[:2], namespace, QST[2])
+    assert len(listed["items"]) == len(fixture("quota-tree.yaml"))
+    spoke = {"apiVersion": "cluster.codeflare.dev/v1alpha1", "kind": "SpokeCluster",
+             "metadata": {"name": f"{namespace}-spoke"},
+             "spec": {"kubeconfigSecret": {"name": "spoke-1"}}}
+    await hub_crds.custom.create_cluster_custom_object(
+        "cluster.codeflare.dev", "v1alpha1", "spokeclusters", spoke)
+    try:
+        out = kubectl(kubectl_path, hub_crds, "get", "spoke", f"{namespace}-spoke")
+        assert "READY" in out.upper().split("\n")[0]
+    finally:
+        await hub_crds.custom.delete_cluster_custom_object(
+            "cluster.codeflare.dev", "v1alpha1", "spokeclusters", f"{namespace}-spoke")
+
+
+def test_kubectl_get_aw_shows_state_cluster_requeues_age(
+    hub_crds: Cluster, kubectl_path: Path
+) -> None:
+    header = kubectl(kubectl_path, hub_crds, "get", "aw", "-A").splitlines()
+    if header:  # "No resources found" goes to stderr; columns show when objects exist
+        for column in ("STATE", "CLUSTER", "REQUEUES", "AGE"):
+            assert column in header[0]

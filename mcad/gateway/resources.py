@@ -1,0 +1,89 @@
+"""Resources by apiVersion and kind: discovery and the REST paths of any object.
+
+AppWrappers wrap objects of any kind, so the controller cannot know plural names in
+advance; it asks the target cluster's discovery API (``/api/v1``,
+``/apis/<group>/<version>``) once per group version and caches the answer. A kind
+that discovery does not list raises ``UnknownKind``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from mcad.gateway.connection import Connection
+from mcad.gateway.errors import NotFound, UnknownKind
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRef:
+    """Where objects of one kind live on one cluster's API."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def path(self, *, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace)}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name)}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+# Kinds the controller itself uses, so they need no discovery round trip.
+NAMESPACES = ResourceRef("v1", "Namespace", "namespaces", namespaced=False)
+PODS = ResourceRef("v1", "Pod", "pods", namespaced=True)
+NODES = ResourceRef("v1", "Node", "nodes", namespaced=False)
+SECRETS = ResourceRef("v1", "Secret", "secrets", namespaced=True)
+EVENTS = ResourceRef("v1", "Event", "events", namespaced=True)
+APPWRAPPERS = ResourceRef("workload.codeflare.dev/v1beta1", "AppWrapper", "appwrappers", True)
+QUOTASUBTREES = ResourceRef("quota.codeflare.dev/v1alpha1", "QuotaSubtree", "quotasubtrees", True)
+SPOKECLUSTERS = ResourceRef("cluster.codeflare.dev/v1alpha1", "SpokeCluster", "spokeclusters",
+                            False)
+
+
+class Discovery:
+    """Per-connection cache of group-version resource lists."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._cache: dict[str, dict[str, ResourceRef]] = {}
+
+    async def resource_for(self, api_version: str, kind: str) -> ResourceRef:
+        kinds = self._cache.get(api_version)
+        if kinds is None or kind not in kinds:
+            kinds = await self._load(api_version)
+        ref = kinds.get(kind)
+        if ref is None:
+            raise UnknownKind(f"the cluster serves no kind {kind} in {api_version}",
+                              cluster=self._conn.name)
+        return ref
+
+    async def _load(self, api_version: str) -> dict[str, ResourceRef]:
+        path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        try:
+            listing = await self._conn.request("GET", path)
+        except NotFound as err:
+            raise UnknownKind(f"the cluster serves no API group version {api_version}",
+                              cluster=self._conn.name) from err
+        kinds = {
+            r["kind"]: ResourceRef(api_version, r["kind"], r["name"], bool(r.get("namespaced")))
+            for r in listing.get("resources", []) if "/" not in r.get("name", "/")
+        }
+        self._cache[api_version] = kinds
+        return kinds
+
+    def forget(self) -> None:
+        """Drop the cache (after a CRD was installed, say)."""
+        self._cache.clear()
