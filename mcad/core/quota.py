@@ -157,11 +157,14 @@ class _Structure:
 class QuotaForest:
     """Quota trees with their current usage; ``copy()`` to simulate decisions."""
 
-    __slots__ = ("_structure", "_usage")
+    __slots__ = ("_refusals", "_structure", "_usage")
 
     def __init__(self, structure: _Structure, usage: list[dict[str, int]]) -> None:
         self._structure = structure
         self._usage = usage
+        # Messages of refused fits since the last charge or release: a cycle asks the
+        # same question for many pending AppWrappers of one shape.
+        self._refusals: dict[tuple[QuotaAssignment, ResourceList], QuotaProblem] = {}
 
     @classmethod
     def build(cls, nodes: Iterable[QuotaNodeSpec]) -> tuple[QuotaForest, list[str]]:
@@ -205,7 +208,11 @@ class QuotaForest:
         for resource, demand in amount.items():
             for node_id, quota in checks.get(resource, ()):
                 if usage[node_id].get(resource, 0) + demand > quota:
-                    return self._exceeded(plan, amount)
+                    refusal = self._refusals.get((assignment, amount))
+                    if refusal is None:
+                        refusal = self._refusals[assignment, amount] = self._exceeded(
+                            plan, amount)
+                    return refusal
         return None
 
     def charge(self, assignment: QuotaAssignment, amount: ResourceList) -> None:
@@ -213,6 +220,7 @@ class QuotaForest:
         plan = self._structure.plan(assignment)
         if plan.problem is not None:
             raise KeyError(plan.problem.message)
+        self._refusals.clear()
         usage = self._usage
         items = amount.items()
         for node_id in plan.ids:
@@ -225,6 +233,7 @@ class QuotaForest:
         plan = self._structure.plan(assignment)
         if plan.problem is not None:
             raise KeyError(plan.problem.message)
+        self._refusals.clear()
         usage = self._usage
         items = amount.items()
         for node_id in plan.ids:
@@ -311,25 +320,23 @@ class QuotaForest:
                 if usage[node_id].get(resource, 0) + demand > quota]
 
     def _exceeded(self, plan: _Plan, amount: ResourceList) -> QuotaProblem:
-        blocked = set(self._blocked(plan, amount))
+        """The first node, leaf first and tree by tree, that ``amount`` overflows."""
         nodes = self._structure.nodes
         for path in plan.paths.values():
             for node_id in path:
-                short = sorted(r for n, r in blocked if n == node_id)
-                if not short:
-                    continue
                 node = nodes[node_id]
-                usage = self._usage[node_id]
+                used = self._usage[node_id]
                 parts = [
-                    f"needs {format_quantity(amount[r], resource=r)} {r}, "
-                    f"{format_quantity(max(node.quota[r] - usage.get(r, 0), 0), resource=r)}"
-                    " free"
-                    for r in short
+                    f"needs {format_quantity(demand, resource=r)} {r}, "
+                    f"{format_quantity(max(quota - used.get(r, 0), 0), resource=r)} free"
+                    for r, quota in node.enforced
+                    if (demand := amount[r]) and used.get(r, 0) + demand > quota
                 ]
-                return QuotaProblem(
-                    "QuotaExceeded",
-                    f"quota tree {node.tree} node {node.name}: {'; '.join(parts)}",
-                )
+                if parts:
+                    return QuotaProblem(
+                        "QuotaExceeded",
+                        f"quota tree {node.tree} node {node.name}: {'; '.join(parts)}",
+                    )
         raise AssertionError("_exceeded called for an amount that fits")
 
     def _helps(self, plan: _Plan, amount: ResourceList, candidate: QuotaCharge) -> bool:
