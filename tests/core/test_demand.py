@@ -127,6 +127,20 @@ DEMAND_CASES = [
     DemandCase("raycluster head, workers, and minReplicas when replicas is absent",
                aw().raycluster(workers=[2], min_workers=[3], cpu=1).spec(),
                R(cpu=6), 6, 6, [1, 2, 3]),
+    DemandCase("mpijob launcher and workers",
+               aw().item({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                          "metadata": {"name": "mpi"},
+                          "spec": {"mpiReplicaSpecs": {
+                              "Launcher": {"replicas": 1, "template": pod_template(cpu=1)},
+                              "Worker": {"replicas": 2, "template": pod_template(gpu=1)}}}})
+               .spec(), R(cpu=1, gpu=2), 3, 3, [1, 2]),
+    DemandCase("raycluster multi-host worker groups",
+               aw().item({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                          "metadata": {"name": "rc"},
+                          "spec": {"workerGroupSpecs": [
+                              {"replicas": 2, "numOfHosts": 4,
+                               "template": pod_template(gpu=4)}]}}).spec(),
+               R(gpu=32), 8, 8, [8]),
     DemandCase("podgroup adds nothing beside the job it gangs",
                aw().podgroup(min_member=4, min_resources={"cpu": 4}).job(pods=4, cpu=1)
                .spec(), R(cpu=4), 4, 4, [4]),
