@@ -18,8 +18,11 @@ Decisions worth knowing:
 - Kinds that create no pods (ConfigMap, Service, Secret, ...) contribute nothing; an
   unknown kind without ``custompodresources`` is an error that says how to fix it,
   because guessing "no pods" would admit workloads without charging their quota.
-- ``schedulingSpec.minAvailable`` above the number of pods the AppWrapper makes is an
-  error: such a gang could never be satisfied and would be requeued forever.
+- ``schedulingSpec.minAvailable`` above the number of pods the templates make is an
+  error: such a gang could never be satisfied and would be requeued forever. With
+  ``custompodresources`` it is accepted: they declare what to charge, not how many pods
+  the wrapped objects make (MCAD's own test YAML declares 1 pod for a 3-pod Job with
+  minAvailable 3), and readiness then waits for minAvailable real pods.
 - Node affinity is not read (only ``nodeSelector`` and tolerations); placement treats
   affinity as the kube-scheduler's business.
 """
@@ -110,7 +113,8 @@ def appwrapper_demand(spec: Mapping[str, Any]) -> Demand:
     scheduling = _mapping(spec.get("schedulingSpec"), "spec.schedulingSpec")
     wanted = _count(scheduling.get("minAvailable"), "spec.schedulingSpec.minAvailable",
                     default=0)
-    if wanted > pods:
+    declared = any(isinstance(i, Mapping) and i.get("custompodresources") for i in items)
+    if wanted > pods and not declared:
         raise DemandError(
             f"spec.schedulingSpec.minAvailable is {wanted} but the AppWrapper makes only "
             f"{pods} pods; lower minAvailable or raise the replicas"

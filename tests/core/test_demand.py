@@ -365,3 +365,10 @@ def test_mcad_examples(manifest: str, want: Demand) -> None:
 ])
 def test_toleration(toleration: Toleration, taint: Taint, want: bool) -> None:
     assert toleration.tolerates(taint) is want
+
+
+def test_min_available_above_declared_custompodresources_is_accepted() -> None:
+    """MCAD's 0006-aw-init-containers.yaml: 1 declared pod, a 3-pod Job, minAvailable 3."""
+    spec = aw().job(pods=3, cpu=1).custom_pods(cpu=1).min_available(3).spec()
+    demand = appwrapper_demand(spec)
+    assert (demand.pods, demand.min_available) == (1, 3)
