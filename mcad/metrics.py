@@ -1,0 +1,212 @@
+"""Every Prometheus metric mcad exports, declared in one place.
+
+Why one module: the metric names, labels and buckets are a public interface (alerts
+and dashboards are built on them), so they are declared together where a reviewer
+sees all of them at once. The rest of mcad never touches a metric object; it calls
+the reporting functions below, named for what happened (``count_dispatch``,
+``observe_queue_wait``), so the controller reads as a story and the metric layout can
+change here alone.
+
+Conventions (Prometheus, Kueue): the ``mcad_`` prefix, base units (seconds, bytes,
+cores), ``_total`` on counters. Resource gauges carry a ``resource`` label with the
+Kubernetes resource name; their values are in natural units (``cpu`` in cores,
+``memory`` in bytes, ``nvidia.com/gpu`` in devices), i.e. ``ResourceList`` nano-units
+divided by 1e9. Series of things that are gone (a forgotten cluster, a deleted quota
+node, a resource a cluster no longer has) are removed, not left at their last value.
+
+Metrics live on a dedicated ``REGISTRY`` rather than prometheus_client's global one,
+so importing mcad in another process exports nothing unexpected and tests read
+exactly what mcad reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from mcad.core.resources import ResourceList
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+APPWRAPPER_STATES = ("Pending", "Running", "RunningHoldCompletion", "Completed", "Failed")
+"""The states ``mcad_appwrappers`` always reports, 0 when no AppWrapper is in them."""
+
+NANO = 1e9
+
+_appwrappers = Gauge(
+    "mcad_appwrappers", "AppWrappers known to the dispatcher, by state.",
+    ["state"], registry=REGISTRY)
+_pending = Gauge(
+    "mcad_pending_appwrappers",
+    "Pending AppWrappers by the reason the last dispatch cycle left them pending.",
+    ["reason"], registry=REGISTRY)
+_cycle_duration = Histogram(
+    "mcad_dispatch_cycle_duration_seconds", "Time one dispatch cycle took to decide.",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+    registry=REGISTRY)
+_cycle_appwrappers = Gauge(
+    "mcad_dispatch_cycle_appwrappers", "AppWrappers considered by the last dispatch cycle.",
+    registry=REGISTRY)
+_queue_wait = Histogram(
+    "mcad_queue_wait_seconds", "Time from an AppWrapper's creation to its dispatch.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+             1200.0, 1800.0, 3600.0),
+    registry=REGISTRY)
+_dispatches = Counter(
+    "mcad_dispatches_total", "AppWrappers dispatched, by the cluster they went to.",
+    ["cluster"], registry=REGISTRY)
+_requeues = Counter(
+    "mcad_requeues_total", "AppWrappers taken back and queued again, by reason.",
+    ["reason"], registry=REGISTRY)
+_evictions = Counter(
+    "mcad_evictions_total", "Running AppWrappers evicted, by reason.",
+    ["reason"], registry=REGISTRY)
+_cluster_ready = Gauge(
+    "mcad_cluster_ready", "1 when the cluster answers and its capacity is known, else 0.",
+    ["cluster"], registry=REGISTRY)
+_cluster_capacity = Gauge(
+    "mcad_cluster_capacity", "Sum of the capacity of the cluster's nodes, in natural units.",
+    ["cluster", "resource"], registry=REGISTRY)
+_cluster_allocatable = Gauge(
+    "mcad_cluster_allocatable",
+    "Allocatable resources of the cluster's ready, schedulable nodes, in natural units.",
+    ["cluster", "resource"], registry=REGISTRY)
+_cluster_free = Gauge(
+    "mcad_cluster_free",
+    "Allocatable minus what running and dispatched pods request, in natural units.",
+    ["cluster", "resource"], registry=REGISTRY)
+_quota_limit = Gauge(
+    "mcad_quota_limit", "Quota of a quota tree node, in natural units.",
+    ["tree", "node", "resource"], registry=REGISTRY)
+_quota_used = Gauge(
+    "mcad_quota_used", "Quota of a quota tree node in use (borrowing included), in natural "
+    "units.", ["tree", "node", "resource"], registry=REGISTRY)
+_api_errors = Counter(
+    "mcad_api_errors_total", "Failed Kubernetes API requests, by cluster and reason.",
+    ["cluster", "reason"], registry=REGISTRY)
+
+# The resource names last reported per cluster / quota node, so a resource that
+# disappears loses its series and forgetting removes exactly what was reported.
+_cluster_resources: dict[str, frozenset[str]] = {}
+_quota_resources: dict[tuple[str, str], frozenset[str]] = {}
+_CLUSTER_GAUGES = (_cluster_capacity, _cluster_allocatable, _cluster_free)
+_QUOTA_GAUGES = (_quota_limit, _quota_used)
+
+
+def report_appwrapper_states(counts: Mapping[str, int]) -> None:
+    """How many AppWrappers are in each state now; replaces the previous report.
+
+    The five states of ``APPWRAPPER_STATES`` are always reported (0 when not given),
+    so a dashboard's "Failed" line is 0 rather than missing.
+    """
+    _appwrappers.clear()
+    for state in APPWRAPPER_STATES:
+        _appwrappers.labels(state=state).set(counts.get(state, 0))
+    for state, count in counts.items():
+        if state not in APPWRAPPER_STATES:
+            _appwrappers.labels(state=state).set(count)
+
+
+def report_pending_reasons(counts: Mapping[str, int]) -> None:
+    """How many AppWrappers are pending for each reason; replaces the previous report."""
+    _pending.clear()
+    for reason, count in counts.items():
+        _pending.labels(reason=reason).set(count)
+
+
+def observe_dispatch_cycle(seconds: float, *, appwrappers: int) -> None:
+    """One dispatch cycle took ``seconds`` to decide about ``appwrappers`` AppWrappers."""
+    _cycle_duration.observe(seconds)
+    _cycle_appwrappers.set(appwrappers)
+
+
+def observe_queue_wait(seconds: float) -> None:
+    """An AppWrapper was dispatched ``seconds`` after it was created."""
+    _queue_wait.observe(seconds)
+
+
+def count_dispatch(cluster: str) -> None:
+    """An AppWrapper was dispatched to ``cluster``."""
+    _dispatches.labels(cluster=cluster).inc()
+
+
+def count_requeue(reason: str) -> None:
+    """An AppWrapper was taken back and queued again."""
+    _requeues.labels(reason=reason).inc()
+
+
+def count_eviction(reason: str) -> None:
+    """A running AppWrapper was evicted (preempted, lost its cluster...)."""
+    _evictions.labels(reason=reason).inc()
+
+
+def report_cluster(cluster: str, *, ready: bool, capacity: ResourceList,
+                   allocatable: ResourceList, free: ResourceList) -> None:
+    """What ``cluster`` has now.
+
+    Every resource named in any of the lists is reported in all three gauges (a
+    ``ResourceList`` drops zeros, and "0 GPUs free" must show as 0, not as no series);
+    a resource named in none of them loses its series.
+    """
+    _cluster_ready.labels(cluster=cluster).set(1 if ready else 0)
+    _cluster_resources[cluster] = _set_resources(
+        zip(_CLUSTER_GAUGES, (capacity, allocatable, free), strict=True), (cluster,),
+        previous=_cluster_resources.get(cluster, frozenset()))
+
+
+def forget_cluster(cluster: str) -> None:
+    """Remove the gauges of a cluster that is no longer registered.
+
+    Its counters (dispatches, API errors) stay: they are totals over the process's life.
+    """
+    if cluster not in _cluster_resources:
+        return
+    _remove_resources(_CLUSTER_GAUGES, (cluster,), _cluster_resources.pop(cluster))
+    _cluster_ready.remove(cluster)
+
+
+def report_quota(tree: str, node: str, *, limit: ResourceList, used: ResourceList) -> None:
+    """The quota and usage of one node of a quota tree.
+
+    As for clusters, a resource named in either list is reported in both (0 used shows
+    as 0); one named in neither loses its series.
+    """
+    _quota_resources[tree, node] = _set_resources(
+        zip(_QUOTA_GAUGES, (limit, used), strict=True), (tree, node),
+        previous=_quota_resources.get((tree, node), frozenset()))
+
+
+def forget_quota_node(tree: str, node: str) -> None:
+    """Remove the gauges of a quota tree node that no longer exists."""
+    _remove_resources(_QUOTA_GAUGES, (tree, node),
+                      _quota_resources.pop((tree, node), frozenset()))
+
+
+def count_api_error(cluster: str, reason: str) -> None:
+    """A request to ``cluster``'s API server failed (reason: the error's kind)."""
+    _api_errors.labels(cluster=cluster, reason=reason).inc()
+
+
+def render() -> bytes:
+    """The Prometheus text exposition of every mcad metric."""
+    return generate_latest(REGISTRY)
+
+
+def _set_resources(pairs: Iterable[tuple[Gauge, ResourceList]], labels: tuple[str, ...], *,
+                   previous: frozenset[str]) -> frozenset[str]:
+    gauges = list(pairs)
+    current = frozenset().union(*(amounts.keys() for _, amounts in gauges))
+    for gauge, amounts in gauges:
+        for resource in current:
+            gauge.labels(*labels, resource).set(amounts[resource] / NANO)
+    _remove_resources([gauge for gauge, _ in gauges], labels, previous - current)
+    return current
+
+
+def _remove_resources(gauges: Iterable[Gauge], labels: tuple[str, ...],
+                      resources: Iterable[str]) -> None:
+    names = tuple(resources)
+    for gauge in gauges:
+        for resource in names:
+            gauge.remove(*labels, resource)
