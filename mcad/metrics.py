@@ -34,6 +34,9 @@ APPWRAPPER_STATES = ("Pending", "Running", "RunningHoldCompletion", "Completed",
 
 NANO = 1e9
 
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The media type of what ``render()`` returns (the Prometheus text format)."""
+
 _appwrappers = Gauge(
     "mcad_appwrappers", "AppWrappers known to the dispatcher, by state.",
     ["state"], registry=REGISTRY)
