@@ -1,0 +1,204 @@
+"""The settings of ``mcad run``, read from one YAML file (``--config``).
+
+Why a file and a model: the dispatcher's policies (placement, preemption, default
+requeuing, which kinds AppWrappers may wrap) belong to the administrator, are few, and
+should be reviewable in one ConfigMap rather than spread over flags. The model gives
+each setting its default, so no file at all is a working configuration, and a typo
+in a setting's name or value stops ``mcad run`` with one sentence naming the field
+instead of being silently ignored.
+
+Wire names are camelCase like every Kubernetes object (``starvationSeconds``);
+attributes are snake_case; either is accepted. See ``manifests/mcad-config.yaml`` for
+an example that documents every setting.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from mcad.core.cycle import CyclePolicy
+from mcad.core.placement import PlacementPolicy
+from mcad.core.requeue import GrowthType, RequeuePolicy
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_KIND = r"[A-Za-z][A-Za-z0-9]*"
+_GROUP = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
+ALLOWED_KIND = re.compile(rf"^(\*|{_KIND}|{_GROUP}/(\*|{_KIND}))$")
+_VERSION = re.compile(r"^v[0-9]+((alpha|beta)[0-9]+)?$")
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message is a sentence naming the field."""
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+
+class RequeuingDefaults(_Settings):
+    """``schedulingSpec.requeuing`` for AppWrappers that do not give one."""
+
+    time_in_seconds: int = Field(300, ge=0)
+    """Seconds after dispatch by which the gang's pods must be running."""
+    max_time_in_seconds: int = Field(0, ge=0)
+    """Cap on the grown timeout; 0 means no cap."""
+    growth_type: Literal["exponential", "linear", "none"] = "exponential"
+    """How the timeout grows after each requeue."""
+    max_num_requeuings: int = Field(0, ge=0)
+    """Requeues before the AppWrapper fails; 0 means unlimited."""
+    pause_time_in_seconds: int = Field(90, ge=0)
+    """Seconds a requeued AppWrapper waits before it may be dispatched again."""
+    force_deletion_time_in_seconds: int = Field(570, ge=0)
+    """Seconds after a graceful deletion at which leftovers are force-deleted."""
+
+    def policy(self) -> RequeuePolicy:
+        """These defaults as the core's requeue policy."""
+        return RequeuePolicy(
+            time_in_seconds=self.time_in_seconds,
+            max_time_in_seconds=self.max_time_in_seconds,
+            growth_type=GrowthType(self.growth_type),
+            max_num_requeuings=self.max_num_requeuings,
+            pause_time_in_seconds=self.pause_time_in_seconds,
+            force_deletion_time_in_seconds=self.force_deletion_time_in_seconds,
+        )
+
+
+class RunConfig(_Settings):
+    """Everything ``mcad run`` can be told in its configuration file."""
+
+    namespace: str = "mcad-system"
+    """Namespace of the Secrets holding the SpokeClusters' kubeconfigs."""
+    placement: Literal["best-fit", "spread"] = "best-fit"
+    """best-fit packs gangs onto the cluster left fullest; spread onto the one left emptiest."""
+    preemption: bool = False
+    """True: an AppWrapper held back by quota gets lower-priority borrowers of it evicted."""
+    starvation_seconds: float = Field(300.0, ge=0)
+    """Seconds a pending AppWrapper may be overtaken by smaller ones before it blocks them."""
+    default_requeuing: RequeuingDefaults = Field(default_factory=RequeuingDefaults)
+    """Requeuing for AppWrappers whose schedulingSpec has none."""
+    allowed_kinds: list[str] = Field(default_factory=lambda: ["*"])
+    """Kinds AppWrappers may wrap: "*", "group/*", "group/Kind", or "Kind" (core group)."""
+    deletion_retry_seconds: float = Field(5.0, gt=0)
+    """Seconds between attempts to delete wrapped objects that are still there."""
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_is_a_dns_label(cls, value: str) -> str:
+        if len(value) > 63 or not DNS_LABEL.match(value):
+            raise ValueError(f"is {value!r}; a namespace name has lower-case letters, "
+                             "digits and '-', at most 63 characters")
+        return value
+
+    @field_validator("allowed_kinds")
+    @classmethod
+    def _kinds_are_group_and_kind(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError('is empty, so no AppWrapper could run; use ["*"] to allow '
+                             "every kind")
+        for index, entry in enumerate(value):
+            group = entry.rpartition("/")[0]
+            if entry.count("/") > 1 or _VERSION.match(group):
+                raise ValueError(f"[{index}] is {entry!r}; write the group without the "
+                                 'version, e.g. "batch/Job", or the kind alone for the core '
+                                 'group, e.g. "Pod"')
+            if not ALLOWED_KIND.match(entry):
+                raise ValueError(f'[{index}] is {entry!r}; use "*", "group/*", '
+                                 '"group/Kind" or "Kind" (core group)')
+        return value
+
+    def kind_allowed(self, api_version: str, kind: str) -> bool:
+        """May an AppWrapper wrap objects of ``kind`` in ``api_version``?
+
+        The group is read from ``api_version`` ("batch/v1" -> "batch"; "v1" is the
+        core group ""); an entry without a "/" names a kind of the core group.
+        """
+        group = api_version.rpartition("/")[0]
+        for entry in self.allowed_kinds:
+            if entry == "*":
+                return True
+            entry_group, _, entry_kind = entry.rpartition("/")
+            if entry_group == group and entry_kind in ("*", kind):
+                return True
+        return False
+
+    def cycle_policy(self) -> CyclePolicy:
+        """The settings the dispatch cycle decides with."""
+        return CyclePolicy(placement=PlacementPolicy(self.placement),
+                           preemption=self.preemption,
+                           starvation_seconds=self.starvation_seconds)
+
+
+def load_run_config(path: Path | None) -> RunConfig:
+    """The configuration in ``path``; the defaults when ``path`` is None.
+
+    Raises ``ConfigError`` with a sentence naming the file and the field.
+    """
+    if path is None:
+        return RunConfig()
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(f"cannot read the configuration file {path}: "
+                          f"{err.strerror or err}.") from err
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        raise ConfigError(f"the configuration file {path} is not valid YAML{at}: "
+                          f"{getattr(err, 'problem', None) or err}.") from err
+    if data is None:
+        return RunConfig()
+    if not isinstance(data, dict):
+        raise ConfigError(f"the configuration file {path} should hold a mapping of settings "
+                          f"(namespace: ..., placement: ...), not a {type(data).__name__}.")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        problems = [_sentence(e) for e in err.errors()]
+        raise ConfigError(f"the configuration file {path} is not valid: "
+                          f"{'; '.join(problems)}.") from None
+
+
+def _sentence(error: Any) -> str:
+    """One pydantic error as "field should be ..., not X"."""
+    path = ""
+    for part in error["loc"]:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    if error["type"] == "extra_forbidden":
+        known = ", ".join(_wire_names(error["loc"][:-1]))
+        return f"{path} is not a setting mcad knows (the settings here are {known})"
+    if error["type"] in ("model_type", "dict_type"):
+        return f"{path} should be a mapping of settings, not {error['input']!r}"
+    message = str(error["msg"])
+    if message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+        return f"{path}{'' if message.startswith('[') else ' '}{message}"
+    message = message.replace("Input should", "should", 1)
+    return f"{path} {message}, not {error['input']!r}"
+
+
+def _wire_names(loc: tuple[Any, ...]) -> list[str]:
+    model: type[BaseModel] = RunConfig
+    for part in loc:
+        if not isinstance(part, str):
+            continue
+        for name, info in model.model_fields.items():
+            annotation = info.annotation
+            if part in (name, info.alias) and isinstance(annotation, type) and \
+                    issubclass(annotation, BaseModel):
+                model = annotation
+    return [info.alias or name for name, info in model.model_fields.items()]

@@ -1,0 +1,193 @@
+"""``mcad.config``: defaults without a file, camelCase and snake_case names, the example
+manifest documenting every setting, allowed kinds, and one sentence naming the file
+and the field for every kind of mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from mcad.config import ConfigError, RequeuingDefaults, RunConfig, load_run_config
+from mcad.core.cycle import CyclePolicy
+from mcad.core.placement import PlacementPolicy
+from mcad.core.requeue import GrowthType, RequeuePolicy
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "mcad-config.yaml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "mcad-config.yaml"
+    path.write_text(text)
+    return path
+
+
+def problem(tmp_path: Path, text: str) -> str:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_run_config(path)
+    message = str(err.value)
+    assert str(path) in message
+    assert message.endswith(".") and "\n" not in message
+    return message
+
+
+# -- defaults and names ---------------------------------------------------------------------
+
+def test_no_file_means_the_documented_defaults() -> None:
+    config = load_run_config(None)
+    assert config == RunConfig()
+    assert (config.namespace, config.placement, config.preemption) == \
+        ("mcad-system", "best-fit", False)
+    assert (config.starvation_seconds, config.deletion_retry_seconds) == (300, 5)
+    assert config.allowed_kinds == ["*"]
+    assert config.default_requeuing.policy() == RequeuePolicy()
+
+
+@pytest.mark.parametrize("text", ["", "# only comments\n", "---\n"])
+def test_an_empty_file_means_the_defaults(tmp_path: Path, text: str) -> None:
+    assert load_run_config(write(tmp_path, text)) == RunConfig()
+
+
+def test_settings_are_read_by_their_camel_case_names(tmp_path: Path) -> None:
+    config = load_run_config(write(tmp_path, """
+namespace: batch-system
+placement: spread
+preemption: true
+starvationSeconds: 12.5
+defaultRequeuing: {timeInSeconds: 60, growthType: linear, maxNumRequeuings: 3}
+allowedKinds: [batch/Job, Pod]
+deletionRetrySeconds: 1
+"""))
+    assert config.namespace == "batch-system"
+    assert config.cycle_policy() == CyclePolicy(placement=PlacementPolicy.SPREAD,
+                                                preemption=True, starvation_seconds=12.5)
+    assert config.default_requeuing.policy() == RequeuePolicy(
+        time_in_seconds=60, growth_type=GrowthType.LINEAR, max_num_requeuings=3)
+    assert config.allowed_kinds == ["batch/Job", "Pod"]
+    assert config.deletion_retry_seconds == 1.0
+
+
+def test_snake_case_names_work_in_code() -> None:
+    config = RunConfig(starvation_seconds=1.0,
+                       default_requeuing=RequeuingDefaults(pause_time_in_seconds=5))
+    assert config.default_requeuing.pause_time_in_seconds == 5
+
+
+# -- the example manifest --------------------------------------------------------------------
+
+def wire_names(model: type[BaseModel], prefix: str = "") -> set[str]:
+    names = set()
+    for name, info in model.model_fields.items():
+        wire = f"{prefix}{info.alias or name}"
+        names.add(wire)
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            names |= wire_names(info.annotation, f"{wire}.")
+    return names
+
+
+def keys(data: dict[str, Any], prefix: str = "") -> set[str]:
+    out = set()
+    for key, value in data.items():
+        out.add(f"{prefix}{key}")
+        if isinstance(value, dict):
+            out |= keys(value, f"{prefix}{key}.")
+    return out
+
+
+def test_the_example_sets_every_setting_to_its_default() -> None:
+    assert keys(yaml.safe_load(EXAMPLE.read_text())) == wire_names(RunConfig)
+    assert load_run_config(EXAMPLE) == RunConfig()
+
+
+def test_the_example_explains_every_setting_in_a_comment() -> None:
+    lines = EXAMPLE.read_text().splitlines()
+    for index, line in enumerate(lines):
+        if line.strip() and not line.lstrip().startswith(("#", "-")):
+            assert lines[index - 1].lstrip().startswith("#"), f"no comment above {line!r}"
+
+
+# -- allowed kinds ---------------------------------------------------------------------------
+
+KINDS = ["batch/Job", "Pod", "scheduling.x-k8s.io/PodGroup", "ray.io/*"]
+
+
+@pytest.mark.parametrize(("api_version", "kind", "want"), [
+    ("batch/v1", "Job", True),
+    ("batch/v1", "CronJob", False),
+    ("v1", "Pod", True),
+    ("v1", "Service", False),
+    ("apps/v1", "Pod", False),  # "Pod" is the core group's Pod only
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup", True),
+    ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup", False),
+    ("ray.io/v1", "RayCluster", True),
+    ("ray.io/v1alpha1", "RayJob", True),
+    ("kubeflow.org/v1", "PyTorchJob", False),
+])
+def test_kinds_are_allowed_by_group_and_kind(api_version: str, kind: str, want: bool) -> None:
+    assert RunConfig(allowed_kinds=KINDS).kind_allowed(api_version, kind) is want
+
+
+def test_a_star_allows_every_kind() -> None:
+    assert RunConfig().kind_allowed("kubeflow.org/v1", "PyTorchJob")
+    assert RunConfig(allowed_kinds=["batch/Job", "*"]).kind_allowed("v1", "ConfigMap")
+
+
+# -- mistakes, each one sentence naming the field -----------------------------------------
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("placement: fast", "placement should be 'best-fit' or 'spread', not 'fast'"),
+    ("preemtion: true", "preemtion is not a setting mcad knows (the settings here are "
+                        "namespace, placement, preemption,"),
+    ("defaultRequeuing: {growthType: quick}",
+     "defaultRequeuing.growthType should be 'exponential', 'linear' or 'none', not 'quick'"),
+    ("defaultRequeuing: {timeInSeconds: -1}",
+     "defaultRequeuing.timeInSeconds should be greater than or equal to 0, not -1"),
+    ("defaultRequeuing: {pauseTime: 5}",
+     "defaultRequeuing.pauseTime is not a setting mcad knows (the settings here are "
+     "timeInSeconds,"),
+    ("defaultRequeuing: 300", "defaultRequeuing should be a mapping of settings, not 300"),
+    ("starvationSeconds: '300'", "starvationSeconds should be a valid number, not '300'"),
+    ("preemption: 'yes'", "preemption should be a valid boolean, not 'yes'"),
+    ("deletionRetrySeconds: 0", "deletionRetrySeconds should be greater than 0, not 0"),
+    ("namespace: MCAD", "namespace is 'MCAD'; a namespace name has lower-case letters"),
+    ("allowedKinds: '*'", "allowedKinds should be a valid list, not '*'"),
+    ("allowedKinds: []", 'allowedKinds is empty, so no AppWrapper could run; use ["*"]'),
+    ("allowedKinds: [Pod, v1/Pod]",
+     "allowedKinds[1] is 'v1/Pod'; write the group without the version"),
+    ("allowedKinds: [batch/v1/Job]",
+     "allowedKinds[0] is 'batch/v1/Job'; write the group without the version"),
+    ("allowedKinds: ['ba tch/Job']", "allowedKinds[0] is 'ba tch/Job'; use \"*\", "
+                                     '"group/*", "group/Kind" or "Kind" (core group)'),
+])
+def test_each_mistake_is_a_sentence_naming_the_field(tmp_path: Path, text: str,
+                                                     says: str) -> None:
+    message = problem(tmp_path, text)
+    assert message.startswith(f"the configuration file {tmp_path}/mcad-config.yaml is not "
+                              "valid: ")
+    assert says in message
+
+
+def test_every_mistake_in_a_file_is_named(tmp_path: Path) -> None:
+    message = problem(tmp_path, "placement: fast\ndefaultRequeuing: {maxNumRequeuings: -2}\n")
+    assert "placement should be" in message
+    assert "; defaultRequeuing.maxNumRequeuings should be" in message
+
+
+def test_bad_yaml_names_the_line(tmp_path: Path) -> None:
+    message = problem(tmp_path, "placement: spread\nallowedKinds: [Pod\n")
+    assert message.startswith(f"the configuration file {tmp_path}/mcad-config.yaml is not "
+                              "valid YAML at line 3: ")
+
+
+def test_a_list_instead_of_settings_is_a_sentence(tmp_path: Path) -> None:
+    assert "should hold a mapping of settings" in problem(tmp_path, "- placement: spread\n")
+
+
+def test_a_missing_file_is_a_sentence(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^cannot read the configuration file .*/nope\.yaml: "
+                                          r"No such file or directory\.$"):
+        load_run_config(tmp_path / "nope.yaml")
