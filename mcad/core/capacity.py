@@ -145,20 +145,30 @@ class NodePool:
     plain ``dict[str, int]`` because this is the innermost loop of the cycle.
     """
 
-    __slots__ = ("_accepting", "free", "names", "nodes", "total")
+    __slots__ = ("_accepting", "_start", "allocatable", "free", "names", "nodes", "total")
 
     def __init__(self, nodes: Iterable[NodeCapacity]) -> None:
         usable = sorted((n for n in nodes if n.usable), key=lambda n: n.name)
         self.nodes: tuple[NodeCapacity, ...] = tuple(usable)
         self.names: tuple[NodeName, ...] = tuple(n.name for n in usable)
-        self.free: list[dict[str, int]] = [
-            {k: max(v - n.requested[k], 0) for k, v in n.allocatable.items()}
-            for n in usable]
+        self.free: list[dict[str, int]] = []
         self.total: dict[str, int] = {}
-        for free in self.free:
-            for name, value in free.items():
-                self.total[name] = self.total.get(name, 0) + value
+        self.allocatable: dict[str, int] = {}
+        total, allocatable = self.total, self.allocatable
+        for node in usable:
+            requested = node.requested
+            free = {}
+            for name, value in node.allocatable.items():
+                allocatable[name] = allocatable.get(name, 0) + value
+                left = value - requested[name] if requested else value
+                free[name] = left if left > 0 else 0
+                total[name] = total.get(name, 0) + free[name]
+            self.free.append(free)
         self._accepting: dict[tuple[object, ...], tuple[int, ...]] = {}
+        # Where first-fit may start for a pod shape: the first accepting node (by
+        # position) that had room for one such pod. Room only shrinks between
+        # ``give_back`` calls, so no node before it can have room; ``give_back`` resets.
+        self._start: dict[tuple[object, ...], int] = {}
 
     @classmethod
     def of(cls, cluster: ClusterCapacity) -> NodePool:
@@ -194,11 +204,16 @@ class NodePool:
         Returns every take needed, or ``[]`` when they do not all fit (unless
         ``partial``, which returns as many as fit).
         """
-        requests = [(k, v) for k, v in pod_set.requests.items() if v > 0]
+        requests = tuple((k, v) for k, v in pod_set.requests.items() if v > 0)
+        accepting = self.accepting(pod_set)
+        shape = (pod_set.node_selector, pod_set.tolerations, requests)
+        start = self._start.get(shape, 0)
         free = self.free
         takes: list[Take] = []
         left = count
-        for index in self.accepting(pod_set):
+        first_room = len(accepting)
+        for position in range(start, len(accepting)):
+            index = accepting[position]
             room = free[index]
             n = left
             for name, amount in requests:
@@ -208,11 +223,16 @@ class NodePool:
                     if not n:
                         break
             if n:
+                if not takes:
+                    first_room = position
                 takes.append((index, n))
                 left -= n
                 if not left:
-                    return takes
-        return takes if partial else []
+                    break
+        self._start[shape] = first_room
+        if left and not partial:
+            return []
+        return takes
 
     def take(self, pod_set: PodSet, takes: Iterable[Take]) -> None:
         """Apply takes from ``fit``: the pods now occupy their nodes."""
@@ -220,6 +240,7 @@ class NodePool:
 
     def give_back(self, pod_set: PodSet, takes: Iterable[Take]) -> None:
         """Undo ``take``."""
+        self._start.clear()
         self._move(pod_set, takes, 1)
 
     def _move(self, pod_set: PodSet, takes: Iterable[Take], sign: int) -> None:

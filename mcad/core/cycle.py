@@ -34,6 +34,7 @@ and (when it fits now) its nodes are held so nothing behind it takes them.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -163,11 +164,13 @@ def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
     quota = snapshot.quota.copy()
     decider = _Decider(snapshot, quota)
     queued = []
+    admitted = []
     for entry in snapshot.appwrappers:
         if isinstance(entry.phase, Admitted):
-            decider.charge_admitted(entry, entry.phase.cluster)
+            admitted.append((entry, entry.phase.cluster))
         else:
             queued.append(entry)
+    decider.hold_admitted(admitted)
 
     # 2. Queue order, once.
     ordered = in_queue_order(queued)
@@ -196,86 +199,142 @@ class _Decider:
     def __init__(self, snapshot: Snapshot, quota: QuotaForest) -> None:
         self.now = snapshot.now
         self.policy = snapshot.policy
+        self.preemption = snapshot.policy.preemption
         self.backfill = BackfillPolicy(snapshot.policy.starvation_seconds)
         self.unused_quota = snapshot.quota
         self.quota = quota
         self.trees = tuple(quota.trees())
         self.board = ClusterBoard(snapshot.clusters)
+        self.everywhere = self.board.eligible()
         self.dispatches: list[Dispatch] = []
         self.pending: list[Pending] = []
         self.evictions: list[Eviction] = []
-        self.charges: list[QuotaCharge] = []
+        self.holders: list[tuple[AppWrapperEntry, str, QuotaAssignment]] = []
+        # Eviction candidates, lowest priority first, built on the first preemption.
+        self.charges: list[QuotaCharge] | None = None
+        self.charge_priorities: list[int] = []
         self.admitted_on: dict[str, tuple[str, ResourceList]] = {}
+        """Where each admitted AppWrapper runs and what it holds (with the candidates)."""
         self._assignments: dict[tuple[str | None, ...], QuotaAssignment | QuotaProblem] = {}
         self._quota_no: dict[tuple[object, ...], _Outcome] = {}
+        """Quota misfits: (assignment id, total's items) -> outcome."""
         self._capacity_no: dict[tuple[object, ...], _Outcome] = {}
         # The head of line (see mcad.core.queue) and what is reserved for it.
         self.head_seen = False
+        """True once the head of line is known (whether or not it holds a reservation)."""
         self.head: AppWrapperEntry | None = None
         self.held_quota: QuotaForest | None = None
         self.held_nodes: Placement | None = None
         self.closed_cluster: int | None = None
+        # Quota as it will be once this cycle's evictions are done: evictions for a later
+        # preemptor are computed on it, so two preemptors never count on one victim.
+        # Everything else is decided on ``quota``, where victims still hold their share
+        # until they are gone.
+        self.after_evictions: QuotaForest | None = None
+        # Who took each quota assignment's one preemption turn, and whether it evicted.
+        self.preempt_turns: dict[QuotaAssignment, tuple[AppWrapperKey, bool]] = {}
 
     def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:
-        key = tuple(labels.get(tree) for tree in self.trees)
+        key = tuple(map(labels.get, self.trees))
         found = self._assignments.get(key)
         if found is None:
             found = self._assignments[key] = self.quota.resolve(labels)
         return found
 
-    def charge_admitted(self, entry: AppWrapperEntry, cluster: str) -> None:
-        if entry.demand is None:
-            return
-        assignment = self.assignment(entry.quota_labels)
-        if isinstance(assignment, QuotaProblem):
-            return
-        total = entry.demand.total
-        self.quota.charge(assignment, total)
-        self.charges.append(QuotaCharge(entry.key, entry.priority, assignment, total))
-        self.admitted_on[entry.key] = (cluster, total)
+    def hold_admitted(self, admitted: Sequence[tuple[AppWrapperEntry, str]]) -> None:
+        """Charge what admitted AppWrappers hold (summed per quota assignment)."""
+        sums: dict[int, tuple[QuotaAssignment, dict[str, int]]] = {}
+        for entry, cluster in admitted:
+            if entry.demand is None:
+                continue
+            assignment = self.assignment(entry.quota_labels)
+            if isinstance(assignment, QuotaProblem):
+                continue
+            total = entry.demand.total
+            summed = sums.setdefault(id(assignment), (assignment, {}))[1]
+            for name, value in total.items():
+                summed[name] = summed.get(name, 0) + value
+            self.holders.append((entry, cluster, assignment))
+        for assignment, summed in sums.values():
+            self.quota.charge(assignment, ResourceList(summed))
+
+    def eviction_candidates(self) -> list[QuotaCharge]:
+        """The admitted AppWrappers as eviction candidates, lowest priority first."""
+        if self.charges is None:
+            self.charges = sorted(
+                (QuotaCharge(entry.key, entry.priority, assignment, entry.demand.total)
+                 for entry, _, assignment in self.holders if entry.demand is not None),
+                key=lambda c: (c.priority, c.key))
+            self.charge_priorities = [c.priority for c in self.charges]
+            self.admitted_on = {entry.key: (cluster, entry.demand.total)
+                                for entry, cluster, _ in self.holders
+                                if entry.demand is not None}
+        return self.charges
 
     def pend(self, entry: AppWrapperEntry, reason: PendingReason, message: str) -> None:
         self.pending.append(Pending(entry.key, reason, message))
 
     def decide(self, entry: AppWrapperEntry) -> None:
-        if entry.not_before is not None and entry.not_before > self.now:
+        # The hot path of the cycle: most of a long queue ends at a cached misfit, so
+        # the checks below avoid calls and allocations where they can.
+        not_before = entry.not_before
+        if not_before is not None and not_before > self.now:
             self.pend(entry, PendingReason.REQUEUE_PAUSE,
-                      f"requeued; it may be dispatched again from "
-                      f"{entry.not_before.isoformat()}")
+                      f"requeued; it may be dispatched again from {not_before.isoformat()}")
             return
         demand = entry.demand
         if demand is None:
             self.pend(entry, PendingReason.INVALID_DEMAND,
                       entry.demand_error or "its resource demand could not be read")
             return
-        assignment = self.assignment(entry.quota_labels)
+        labels = entry.quota_labels
+        assignment = self._assignments.get(tuple(map(labels.get, self.trees)))
+        if assignment is None:
+            assignment = self.assignment(labels)
         if isinstance(assignment, QuotaProblem):
             self.pend(entry, PendingReason(assignment.reason), assignment.message)
             return
-        candidates = self.board.eligible(entry.clusters, entry.cluster_selector)
+        selector = entry.cluster_selector
+        if entry.clusters or selector.match_labels or selector.match_expressions:
+            candidates = self.board.eligible(entry.clusters, selector)
+        else:
+            candidates = self.everywhere
         if isinstance(candidates, str):
             self.pend(entry, PendingReason.NO_MATCHING_CLUSTER, candidates)
             return
-        if not self.quota_fits(entry, demand, assignment, candidates):
+        total = demand.total
+        # The assignment object is this cycle's one per label set: its id is its identity.
+        quota_key = (id(assignment), tuple(total.items()))
+        cached = self._quota_no.get(quota_key)
+        if cached is not None:
+            if self.head_seen:
+                self.pending.append(Pending(entry.key, cached[0], cached[1]))
+            else:
+                self.blocked(entry, demand, assignment, candidates, cached, by_quota=True)
+            return
+        if not self.quota_fits(entry, demand, assignment, candidates, quota_key):
             return
         placement = self.place(entry, demand, assignment, candidates)
         if placement is None:
             return
-        self.quota.charge(assignment, demand.total)
-        if self.held_quota is not None:
-            self.held_quota.charge(assignment, demand.total)
+        self.charge(assignment, total)
         self.dispatches.append(Dispatch(entry.key, placement.cluster, placement))
 
     # -- quota ---------------------------------------------------------------------------
 
+    def charge(self, assignment: QuotaAssignment, amount: ResourceList) -> None:
+        """Charge every working view of the quota forest."""
+        self.quota.charge(assignment, amount)
+        if self.held_quota is not None:
+            self.held_quota.charge(assignment, amount)
+        if self.after_evictions is not None:
+            self.after_evictions.charge(assignment, amount)
+
     def quota_fits(self, entry: AppWrapperEntry, demand: Demand,
-                   assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
+                   assignment: QuotaAssignment, candidates: tuple[int, ...],
+                   key: tuple[object, ...]) -> bool:
+        """True when ``demand`` may be charged; else records why not (cached by ``key``)."""
         total = demand.total
-        key = (assignment, total, entry.priority if self.policy.preemption else 0)
-        cached = self._quota_no.get(key)
-        if cached is not None:
-            self.blocked(entry, demand, assignment, candidates, cached, by_quota=True)
-            return False
         held = self.held_quota
         problem = (held or self.quota).fits(assignment, total)
         if problem is None:
@@ -289,24 +348,44 @@ class _Decider:
                 return False
         assert problem is not None
         message = problem.message
-        if self.policy.preemption and problem.reason == PendingReason.QUOTA_EXCEEDED:
-            refusal = self.preempt(entry, demand, assignment, candidates)
-            if refusal is None:
-                return False
+        cache = True
+        if self.preemption and problem.reason == PendingReason.QUOTA_EXCEEDED:
+            turn = self.preempt_turns.get(assignment)
+            if turn is None:
+                # This AppWrapper's outcome is its own: it is not cached for the others.
+                cache = False
+                refusal = self.preempt(entry, demand, assignment, candidates)
+                if refusal is None:
+                    return False
+            elif turn[1]:
+                refusal = f"it waits for the evictions issued this cycle for {turn[0]}"
+            else:
+                refusal = (f"preemption for its quota node was tried this cycle for "
+                           f"{turn[0]}, first in line")
             message = f"{message}; {refusal}"
         never = self.unused_quota.fits(assignment, total) is not None
         if never:
             message += "; it asks for more than the quota allows even with nothing else running"
         outcome = (PendingReason(problem.reason), message, not never)
-        self._quota_no[key] = outcome
+        if cache:
+            self._quota_no[key] = outcome
         self.blocked(entry, demand, assignment, candidates, outcome, by_quota=True)
         return False
 
     def preempt(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
                 candidates: tuple[int, ...]) -> str | None:
-        """Evict borrowers for ``entry``; None when done, else why it was not."""
-        victims = self.quota.evictions_for(assignment, demand.total, self.charges,
-                                           priority=entry.priority)
+        """Evict borrowers for ``entry``; None when done, else why it was not.
+
+        Once per quota assignment and cycle (Kueue considers one head per queue): the
+        first AppWrapper quota blocks there takes the turn, the others decide on fresh
+        facts in the next cycle. That also bounds the eviction work of one cycle.
+        """
+        self.preempt_turns[assignment] = (entry.key, False)
+        charges = self.eviction_candidates()
+        lower = charges[:bisect.bisect_left(self.charge_priorities, entry.priority)]
+        view = self.after_evictions or self.quota
+        victims = view.evictions_for(assignment, demand.total, lower,
+                                     priority=entry.priority) if lower else None
         if not victims:
             return "no lower-priority borrower can be evicted to make room"
         placement = self.board.place(demand, self.open(candidates),
@@ -314,11 +393,16 @@ class _Decider:
         if isinstance(placement, NoFit) and not self.fits_after_eviction(demand, candidates,
                                                                         victims):
             return "evicting the borrowers would not make room for its pods"
+        self.preempt_turns[assignment] = (entry.key, True)
         gone = set(victims)
-        self.charges = [c for c in self.charges if c.key not in gone]
-        self.quota.charge(assignment, demand.total)
-        if self.held_quota is not None:
-            self.held_quota.charge(assignment, demand.total)
+        if self.after_evictions is None:
+            self.after_evictions = self.quota.copy()
+        for charge in charges:
+            if charge.key in gone:
+                self.after_evictions.release(charge.assignment, charge.amount)
+        self.charges = [c for c in charges if c.key not in gone]
+        self.charge_priorities = [c.priority for c in self.charges]
+        self.charge(assignment, demand.total)
         for victim in victims:
             self.evictions.append(Eviction(
                 AppWrapperKey(victim), PREEMPTED,

@@ -167,19 +167,22 @@ def biggest_first(pod_sets: Sequence[PodSet]) -> Sequence[PodSet]:
     return sorted(pod_sets, key=lambda s: tuple(-s.requests[n] for n in order))
 
 
-def fit_gang(pool: NodePool, demand: Demand) -> GangTakes | str:
+def fit_gang(pool: NodePool, demand: Demand, *, explain: bool = True) -> GangTakes | str:
     """Place every pod of ``demand`` on ``pool`` and apply the takes, or explain why not.
 
-    On failure nothing stays applied and the answer is the sentence.
+    On failure nothing stays applied and the answer is the sentence (``""`` unless
+    ``explain``: the explanation costs more than the attempt).
     """
     done: list[tuple[PodSet, tuple[Take, ...]]] = []
     for pod_set in biggest_first(demand.pod_sets):
-        takes = pool.fit(pod_set, pod_set.count, partial=True)
+        takes = pool.fit(pod_set, pod_set.count, partial=explain)
         placed = sum(n for _, n in takes)
         if placed < pod_set.count:
-            pool.take(pod_set, takes)
-            message = _why_not(pool, pod_set, placed)
-            pool.give_back(pod_set, takes)
+            message = ""
+            if explain:
+                pool.take(pod_set, takes)
+                message = _why_not(pool, pod_set, placed)
+                pool.give_back(pod_set, takes)
             for earlier, earlier_takes in reversed(done):
                 pool.give_back(earlier, earlier_takes)
             return message
@@ -245,7 +248,7 @@ class ClusterBoard:
                                                                   key=lambda c: c.name))
         self.pools: tuple[NodePool, ...] = tuple(NodePool.of(c) for c in self.clusters)
         self._index: dict[str, int] = {c.name: i for i, c in enumerate(self.clusters)}
-        self._allocatable = [c.allocatable() for c in self.clusters]
+        self._allocatable = [ResourceList(pool.allocatable) for pool in self.pools]
         self._empty: dict[int, NodePool] = {}
         self._eligible: dict[tuple[object, ...], tuple[int, ...] | str] = {}
 
@@ -308,19 +311,22 @@ class ClusterBoard:
               policy: PlacementPolicy = PlacementPolicy.BEST_FIT,
               avoid: str | None = None) -> Placement | NoFit:
         """Place ``demand`` on the best candidate where it fits and charge it there."""
+        if not candidates:
+            return NoFit("every cluster it may go to is held for the head of the line")
         ranked = self.ranked(demand, candidates, policy=policy, avoid=avoid)
         if not ranked:
             return NoFit(self._why_no_cluster_total(demand, candidates))
-        first_failure = ""
         for i in ranked:
-            takes = fit_gang(self.pools[i], demand)
+            takes = fit_gang(self.pools[i], demand, explain=False)
             if not isinstance(takes, str):
                 return _placement(self.clusters[i].name, self.pools[i], takes)
-            first_failure = first_failure or f"{self.clusters[i].name}: {takes}"
+        first = ranked[0]
+        why = fit_gang(self.pools[first], demand)
+        assert isinstance(why, str)
         others = len(ranked) - 1
         more = (f"; {others} more cluster{'s' if others > 1 else ''} with enough free in "
                 "total do not fit it either") if others else ""
-        return NoFit(first_failure + more)
+        return NoFit(f"{self.clusters[first].name}: {why}{more}")
 
     def unplace(self, placement: Placement) -> None:
         """Give back what ``place`` charged for ``placement``."""
@@ -347,7 +353,7 @@ class ClusterBoard:
             pool = self._empty.get(i)
             if pool is None:
                 pool = self._empty[i] = NodePool.empty(self.clusters[i].nodes)
-            takes = fit_gang(pool, demand)
+            takes = fit_gang(pool, demand, explain=False)
             if not isinstance(takes, str):
                 for pod_set, set_takes in takes:
                     pool.give_back(pod_set, set_takes)
