@@ -8,7 +8,7 @@ that is absent means zero, so ``ResourceList()`` is the empty demand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 
 from mcad.core.quantity import format_quantity, parse_quantity
 
@@ -56,6 +56,17 @@ class ResourceList(Mapping[str, int]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._items
+
+    # The dict's own views: same content as Mapping's (zero entries are never stored),
+    # several times faster in the dispatch cycle's inner loops.
+    def keys(self) -> KeysView[str]:
+        return self._items.keys()
+
+    def items(self) -> ItemsView[str, int]:
+        return self._items.items()
+
+    def values(self) -> ValuesView[int]:
+        return self._items.values()
 
     def __hash__(self) -> int:
         if self._hash is None:
