@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from mcad.cli import validate
+from mcad.cli import cluster, validate
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mcad {_version()}")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     validate.add_parser(subparsers)
+    cluster.add_parser(subparsers)
     return parser
 
 
