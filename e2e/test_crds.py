@@ -37,7 +37,8 @@ def hub_crds(clusters: dict[str, Cluster], kubectl_path: Path) -> Cluster:
 
 
 def fixture(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((REPO / "tests/fixtures/mcad-v1" / name).read_text()) if d]
+    text = (REPO / "tests/fixtures/mcad-v1" / name).read_text()
+    return [d for d in yaml.safe_load_all(text) if d]
 
 
 def test_kubectl_explain_appwrapper_spec(hub_crds: Cluster, kubectl_path: Path) -> None:
@@ -62,7 +63,8 @@ def test_kubectl_explain_appwrapper_spec(hub_crds: Cluster, kubectl_path: Path) 
 async def test_mcad_v1_appwrapper_is_accepted(hub_crds: Cluster, namespace: str, name: str) -> None:
     for doc in fixture(name):
         doc["metadata"]["namespace"] = namespace
-        created = await hub_crds.custom.create_namespaced_custom_object(*AW[:2], namespace, AW[2], doc)
+        created = await hub_crds.custom.create_namespaced_custom_object(
+            *AW[:2], namespace, AW[2], doc)
         # Kept verbatim: the wrapped template survives the round trip unpruned.
         items = created["spec"]["resources"]["GenericItems"]
         assert [i["generictemplate"] for i in items] == \

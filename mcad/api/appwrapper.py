@@ -229,6 +229,9 @@ class AppWrapperStatus(WireModel):
     """When the AppWrapper was first dispatched."""
     cluster_name: str = Field("", alias="clusterName")
     """The SpokeCluster the AppWrapper is dispatched to; empty while queued."""
+    previous_cluster: str = Field("", alias="previousCluster")
+    """The cluster of the last attempt that was requeued; the next dispatch prefers
+    another cluster where the AppWrapper fits."""
     dispatch_timestamp: Timestamp | None = Field(None, alias="dispatchTimestamp")
     """When the current dispatch happened; the requeue timer starts here."""
     requeue_timestamp: Timestamp | None = Field(None, alias="requeueTimestamp")

@@ -1,0 +1,8 @@
+"""The controller: read, decide, act.
+
+Rule of this package: no decision logic here. Watches keep in-memory caches of the
+hub (AppWrappers, quota trees, SpokeClusters and their Secrets) and of every spoke
+(nodes, pods, wrapped objects); the controller turns them into a ``mcad.core``
+snapshot, asks the core (``dispatch_cycle``, ``progress``, ``wrapped_objects``), and
+applies the answer through ``mcad.gateway``. All API access goes through the gateway.
+"""

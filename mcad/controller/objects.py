@@ -1,0 +1,189 @@
+"""The wrapped objects on a spoke: plan, create idempotently, delete, check gone.
+
+Creation resolves every kind through the spoke's discovery first, so an unknown or
+cluster-scoped kind refuses the AppWrapper before anything exists; then it creates
+the namespace if missing and each object. An object that already exists with our
+uid label is ours (a restart or a retry, not a duplicate); one without it belongs to
+someone else, and the AppWrapper fails with that said rather than adopting it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+
+from mcad import metrics
+from mcad.config import RunConfig
+from mcad.controller.clock import utcnow
+from mcad.controller.records import AppWrapperRecord
+from mcad.controller.spokes import SpokeLink
+from mcad.controller.state import ControllerState
+from mcad.controller.writer import HubWriter
+from mcad.core.wrapping import Refusal, WrappedObject, is_ours, wrapped_objects
+from mcad.gateway import objects as verbs
+from mcad.gateway import resources as refs
+from mcad.gateway.errors import AlreadyExists, ApiError, NotFound, UnknownKind
+from mcad.gateway.resources import ResourceRef
+
+log = logging.getLogger(__name__)
+
+
+class ObjectManager:
+    def __init__(self, *, state: ControllerState, config: RunConfig, writer: HubWriter,
+                 released: Callable[[], None]) -> None:
+        self.state = state
+        self.config = config
+        self.writer = writer
+        self.released = released
+        self._namespaces: set[tuple[str, str]] = set()
+
+    def plan(self, rec: AppWrapperRecord) -> list[WrappedObject] | Refusal:
+        return wrapped_objects(name=rec.name, namespace=rec.namespace, uid=rec.uid,
+                               spec=rec.spec, kind_allowed=self.config.kind_allowed)
+
+    def usable_link(self, cluster: str) -> SpokeLink | None:
+        link = self.state.links.get(cluster)
+        if link is None or link.conn is None or link.discovery is None:
+            return None
+        return link
+
+    async def refuse(self, rec: AppWrapperRecord, refusal: Refusal) -> None:
+        """Fail the AppWrapper for good: nothing of it is (or stays) created."""
+        ok = await self.writer.patch_status(rec, {
+            "state": "Failed", "message": refusal.message, "clusterName": "",
+        }, conditions=(("Failed", "True", refusal.reason, refusal.message),
+                       ("Queued", "False", refusal.reason, refusal.message)))
+        if ok:
+            self.writer.event(rec, reason=refusal.reason, message=refusal.message,
+                              warning=True)
+            self.released()
+
+    async def _refs(self, link: SpokeLink, planned: list[WrappedObject]
+                    ) -> list[tuple[WrappedObject, ResourceRef]] | Refusal:
+        assert link.discovery is not None
+        out = []
+        for wrapped in planned:
+            try:
+                ref = await link.discovery.resource_for(wrapped.api_version, wrapped.kind)
+            except UnknownKind:
+                return Refusal("UnknownKind", f"{wrapped.describe}: cluster {link.name} "
+                                              f"serves no kind {wrapped.kind} in "
+                                              f"{wrapped.api_version}")
+            if not ref.namespaced:
+                return Refusal("ClusterScoped", f"{wrapped.describe} is cluster-scoped on "
+                                                f"{link.name}; an AppWrapper may only create "
+                                                "namespaced objects")
+            out.append((wrapped, ref))
+        return out
+
+    async def ensure(self, rec: AppWrapperRecord) -> bool:
+        """Create whatever of the AppWrapper is missing on its cluster; True when all is
+        there. A refusal fails the AppWrapper; API errors leave it for a retry."""
+        link = self.usable_link(rec.cluster)
+        if link is None:
+            return False
+        planned = self.plan(rec)
+        resolved = planned if isinstance(planned, Refusal) else await self._refs(link, planned)
+        if isinstance(resolved, Refusal):
+            await self.delete_all(rec)
+            async with self.writer.lock(rec.key):
+                await self.refuse(rec, resolved)
+            return False
+        assert link.conn is not None
+        try:
+            await self._ensure_namespace(link, rec.namespace)
+            for wrapped, ref in resolved:
+                link.watch_kind(ref)
+                try:
+                    await verbs.create(link.conn, ref, wrapped.manifest, namespace=rec.namespace)
+                except AlreadyExists:
+                    existing = await verbs.get(link.conn, ref, wrapped.name,
+                                               namespace=rec.namespace)
+                    if not is_ours(existing, uid=rec.uid):
+                        await self.delete_all(rec)
+                        async with self.writer.lock(rec.key):
+                            await self.refuse(rec, Refusal(
+                                "NameTaken", f"{wrapped.describe} already exists on cluster "
+                                             f"{link.name} and does not belong to this "
+                                             "AppWrapper; rename it or delete the other one"))
+                        return False
+        except ApiError as err:
+            metrics.count_api_error(link.name, err.reason or type(err).__name__)
+            log.warning("creating %s on %s: %s", rec.key, link.name, err)
+            return False
+        rec.objects_ensured = True
+        return True
+
+    async def _ensure_namespace(self, link: SpokeLink, namespace: str) -> None:
+        if (link.name, namespace) in self._namespaces:
+            return
+        assert link.conn is not None
+        with contextlib.suppress(AlreadyExists):
+            await verbs.create(link.conn, refs.NAMESPACES, {
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        self._namespaces.add((link.name, namespace))
+
+    async def delete_all(self, rec: AppWrapperRecord, *, cluster: str | None = None) -> bool:
+        """Ask the cluster to delete every wrapped object; True when the requests went
+        through (objects may still be terminating)."""
+        link = self.usable_link(cluster or rec.cluster)
+        planned = self.plan(rec)
+        if link is None:
+            return False
+        if isinstance(planned, Refusal):
+            return True
+        assert link.conn is not None
+        try:
+            for wrapped in planned:
+                try:
+                    ref = await link.discovery.resource_for(  # type: ignore[union-attr]
+                        wrapped.api_version, wrapped.kind)
+                    existing = await verbs.get(link.conn, ref, wrapped.name,
+                                               namespace=rec.namespace)
+                    if is_ours(existing, uid=rec.uid):
+                        await verbs.delete(link.conn, ref, wrapped.name,
+                                           namespace=rec.namespace, propagation="Background")
+                except (NotFound, UnknownKind):
+                    continue
+        except ApiError as err:
+            metrics.count_api_error(link.name, err.reason or type(err).__name__)
+            return False
+        return True
+
+    async def remaining(self, rec: AppWrapperRecord, *, cluster: str | None = None) -> int | None:
+        """Objects and pods of the AppWrapper still on the cluster (None: cannot tell)."""
+        link = self.usable_link(cluster or rec.cluster)
+        if link is None or not link.health.ready:
+            return None
+        planned = self.plan(rec)
+        count = len(link.pods_of(rec.uid))
+        if isinstance(planned, Refusal):
+            return count
+        assert link.conn is not None and link.discovery is not None
+        try:
+            for wrapped in planned:
+                try:
+                    ref = await link.discovery.resource_for(wrapped.api_version, wrapped.kind)
+                    existing = await verbs.get(link.conn, ref, wrapped.name,
+                                               namespace=rec.namespace)
+                    count += is_ours(existing, uid=rec.uid)
+                except (NotFound, UnknownKind):
+                    continue
+        except ApiError:
+            return None
+        return count
+
+    async def force_delete_pods(self, rec: AppWrapperRecord, *, cluster: str | None = None
+                                ) -> None:
+        link = self.usable_link(cluster or rec.cluster)
+        if link is None or link.conn is None:
+            return
+        for pod in link.pods_of(rec.uid):
+            meta = pod["metadata"]
+            try:
+                await verbs.delete(link.conn, refs.PODS, meta["name"],
+                                   namespace=meta["namespace"], grace_seconds=0)
+            except ApiError:
+                continue
+        log.info("force-deleted the pods of %s at %s", rec.key, utcnow())

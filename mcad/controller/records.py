@@ -1,0 +1,170 @@
+"""What the controller remembers of each AppWrapper between events.
+
+The hub object (as last seen or written), its demand read once per generation, and
+the core's view of it (``AppWrapperEntry``) rebuilt only when the object changes,
+so a dispatch cycle over thousands of AppWrappers does not re-read their specs.
+The AppWrapper's status on the hub is the source of truth for what was decided
+(dispatched where, requeued how often), which makes a restart lose nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from mcad.config import RunConfig
+from mcad.controller.clock import parse_time
+from mcad.core.capacity import AppWrapperKey, ClusterName
+from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry
+from mcad.core.demand import Demand, DemandError, appwrapper_demand
+from mcad.core.placement import ClusterSelector
+from mcad.core.requeue import RequeuePolicy
+
+FINALIZER = "workload.codeflare.dev/finalizer"
+ACTIVE = ("Running", "RunningHoldCompletion")
+TERMINAL = ("Completed", "Failed")
+
+
+def key_of(obj: Mapping[str, Any]) -> AppWrapperKey:
+    meta = obj.get("metadata") or {}
+    return AppWrapperKey(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+
+def resource_version(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion", 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass
+class AppWrapperRecord:
+    """One AppWrapper as the controller knows it."""
+
+    obj: dict[str, Any]
+    demand: Demand | None = None
+    demand_error: str | None = None
+    demand_generation: int = -1
+    entry: AppWrapperEntry | None = None
+    assumed_cluster: str | None = None
+    """Dispatched by this process, before the hub has confirmed it."""
+    objects_ensured: bool = False
+    """The wrapped objects were created (or found) on the cluster by this process."""
+    last_pending: tuple[str, str] = ("", "")
+    last_pending_at: datetime | None = None
+    deleting_since: datetime | None = None
+    reported_running: bool = field(default=False)
+
+    # -- reading ------------------------------------------------------------------------
+    @property
+    def key(self) -> AppWrapperKey:
+        return key_of(self.obj)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return dict(self.obj.get("metadata") or {})
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.meta.get("namespace", ""))
+
+    @property
+    def uid(self) -> str:
+        return str(self.meta.get("uid", ""))
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return dict(self.obj.get("spec") or {})
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return dict(self.obj.get("status") or {})
+
+    @property
+    def state(self) -> str:
+        return str(self.status.get("state", ""))
+
+    @property
+    def cluster(self) -> str:
+        """Where the AppWrapper is dispatched ('' while queued)."""
+        return self.assumed_cluster or str(self.status.get("clusterName", ""))
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.meta.get("deletionTimestamp"))
+
+    @property
+    def admitted(self) -> bool:
+        """Holds quota and capacity: dispatched and not finished."""
+        return bool(self.cluster) and self.state not in TERMINAL
+
+    @property
+    def queued(self) -> bool:
+        return not self.cluster and self.state not in TERMINAL and not self.deleting
+
+    def condition(self, type_: str) -> dict[str, Any] | None:
+        for cond in self.status.get("conditions") or []:
+            if cond.get("type") == type_:
+                return dict(cond)
+        return None
+
+    def requeue_policy(self, config: RunConfig) -> RequeuePolicy:
+        scheduling = self.spec.get("schedulingSpec") or {}
+        spec = scheduling.get("requeuing")
+        return config.default_requeuing.policy() if spec is None \
+            else RequeuePolicy.from_spec(spec)
+
+    def dispatched_at(self) -> datetime | None:
+        return parse_time(self.status.get("dispatchTimestamp"))
+
+    def requeues(self) -> int:
+        return int(self.status.get("numberOfRequeueings", 0) or 0)
+
+    # -- updating -----------------------------------------------------------------------
+    def update(self, obj: dict[str, Any]) -> bool:
+        """Take a newer version of the object; False when ``obj`` is older than ours."""
+        if resource_version(obj) and resource_version(obj) < resource_version(self.obj):
+            return False
+        self.obj = obj
+        self.entry = None
+        if self.status.get("clusterName") == self.assumed_cluster:
+            self.assumed_cluster = None
+        generation = int(self.meta.get("generation", 0) or 0)
+        if generation != self.demand_generation:
+            self.demand_generation = generation
+            try:
+                self.demand, self.demand_error = appwrapper_demand(self.spec), None
+            except DemandError as err:
+                self.demand, self.demand_error = None, str(err)
+        return True
+
+    def core_entry(self, config: RunConfig) -> AppWrapperEntry:
+        if self.entry is None:
+            scheduling = self.spec.get("schedulingSpec") or {}
+            cluster_scheduling = scheduling.get("clusterScheduling") or {}
+            created = parse_time(self.meta.get("creationTimestamp")) or datetime.min
+            requeued = parse_time(self.status.get("requeueTimestamp"))
+            policy = self.requeue_policy(config)
+            not_before = requeued + timedelta(seconds=policy.pause_time_in_seconds) \
+                if requeued else None
+            try:
+                selector = ClusterSelector.from_spec(cluster_scheduling.get("clusterSelector"))
+            except ValueError:
+                selector = ClusterSelector.from_spec(None)
+            self.entry = AppWrapperEntry(
+                key=self.key, uid=self.uid, priority=int(self.spec.get("priority", 0) or 0),
+                created=created, demand=self.demand, demand_error=self.demand_error,
+                quota_labels=dict(self.meta.get("labels") or {}),
+                clusters=tuple(c.get("name", "") for c in cluster_scheduling.get("clusters")
+                               or [] if isinstance(c, dict)),
+                cluster_selector=selector,
+                phase=Admitted(ClusterName(self.cluster)) if self.admitted else QUEUED,
+                avoid_cluster=self.status.get("previousCluster") or None,
+                not_before=not_before, queued_since=requeued)
+        return self.entry

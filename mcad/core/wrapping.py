@@ -1,0 +1,129 @@
+"""The wrapped objects of an AppWrapper, as they will be created on a cluster.
+
+Before anything is created the whole AppWrapper is checked, so a refusal leaves
+nothing half-created: every item must be a named object in the AppWrapper's own
+namespace, of a kind the configuration allows and that is not cluster-scoped.
+Each object (and every pod template inside it, whatever the kind: Job, JobSet,
+PyTorchJob, RayCluster...) is labelled with the AppWrapper's identity, so its pods
+can be counted and everything can be found again after a restart, and so an object
+of the same name that is not ours is never mistaken for ours.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+NAME_LABEL = "appwrapper.mcad.ibm.com"
+"""MCAD v1's label: the AppWrapper's name, on objects and pod templates."""
+WORKLOAD_LABEL = "workload.codeflare.dev/appwrapper"
+"""MCAD v2's label: the AppWrapper's name."""
+UID_LABEL = "workload.codeflare.dev/appwrapper-uid"
+"""The AppWrapper's uid: what tells our objects and pods from same-named others."""
+
+# Kinds that are cluster-scoped in every Kubernetes; others are caught by discovery.
+CLUSTER_SCOPED = frozenset({
+    "Namespace", "Node", "PersistentVolume", "ClusterRole", "ClusterRoleBinding",
+    "StorageClass", "PriorityClass", "CustomResourceDefinition", "APIService",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "RuntimeClass",
+    "CSIDriver", "CSINode", "VolumeAttachment", "IngressClass", "ClusterQueue",
+    "ResourceFlavor", "SpokeCluster",
+})
+_SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
+                  "deletionGracePeriodSeconds", "managedFields", "ownerReferences",
+                  "generation", "selfLink")
+
+
+@dataclass(frozen=True, slots=True)
+class WrappedObject:
+    """One object to create: where it came from and its final manifest."""
+
+    index: int
+    api_version: str
+    kind: str
+    name: str
+    manifest: dict[str, Any]
+
+    @property
+    def describe(self) -> str:
+        return f"GenericItems[{self.index}] {self.kind}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why an AppWrapper's objects will not be created (reason is CamelCase)."""
+
+    reason: str
+    message: str
+
+
+def identity_labels(*, name: str, uid: str) -> dict[str, str]:
+    return {NAME_LABEL: name, WORKLOAD_LABEL: name, UID_LABEL: uid}
+
+
+def wrapped_objects(*, name: str, namespace: str, uid: str, spec: Mapping[str, Any],
+                    kind_allowed: Callable[[str, str], bool]) -> list[WrappedObject] | Refusal:
+    """The manifests to create for an AppWrapper, or why none may be created."""
+    items = (spec.get("resources") or {}).get("GenericItems") or []
+    out: list[WrappedObject] = []
+    labels = identity_labels(name=name, uid=uid)
+    for index, item in enumerate(items):
+        template = item.get("generictemplate") if isinstance(item, Mapping) else None
+        if not template:
+            continue  # custompodresources alone: a declaration, nothing to create
+        where = f"GenericItems[{index}]"
+        if not isinstance(template, Mapping):
+            return Refusal("InvalidItem", f"{where}.generictemplate is not an object")
+        api_version, kind = str(template.get("apiVersion", "")), str(template.get("kind", ""))
+        meta = template.get("metadata") or {}
+        obj_name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+        if not api_version or not kind or not obj_name:
+            return Refusal("InvalidItem", f"{where}.generictemplate needs apiVersion, kind "
+                                          "and metadata.name")
+        if not kind_allowed(api_version, kind):
+            return Refusal("KindNotAllowed", f"{where} is a {kind} ({api_version}), which "
+                                             "the mcad configuration does not allow to wrap")
+        if kind in CLUSTER_SCOPED:
+            return Refusal("ClusterScoped", f"{where} is a {kind}, which is cluster-scoped; "
+                                            "an AppWrapper may only create namespaced objects")
+        other = meta.get("namespace")
+        if other and other != namespace:
+            return Refusal("ForeignNamespace",
+                           f"{where} {kind}/{obj_name} names namespace {other!r}; an "
+                           f"AppWrapper may only create objects in its own namespace "
+                           f"({namespace!r})")
+        manifest = copy.deepcopy(dict(template))
+        manifest.pop("status", None)
+        manifest_meta = manifest.setdefault("metadata", {})
+        for server_field in _SERVER_FIELDS:
+            manifest_meta.pop(server_field, None)
+        manifest_meta["namespace"] = namespace
+        manifest_meta["labels"] = {**(manifest_meta.get("labels") or {}), **labels}
+        for pod_template in _pod_templates(manifest.get("spec")):
+            pod_meta = pod_template.setdefault("metadata", {})
+            pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
+        out.append(WrappedObject(index, api_version, kind, obj_name, manifest))
+    return out
+
+
+def _pod_templates(node: Any) -> Iterator[dict[str, Any]]:
+    """Every PodTemplateSpec inside an object's spec: a ``template`` whose spec has
+    containers, at any depth (Job, Deployment, JobSet, PyTorchJob, RayCluster...)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if (key == "template" and isinstance(value, dict)
+                    and isinstance(value.get("spec"), dict)
+                    and "containers" in value["spec"]):
+                yield value
+            yield from _pod_templates(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _pod_templates(value)
+
+
+def is_ours(obj: Mapping[str, Any], *, uid: str) -> bool:
+    """True when an existing object carries this AppWrapper's uid label."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(UID_LABEL) == uid)
