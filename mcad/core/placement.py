@@ -139,6 +139,16 @@ class Placement:
     cluster: ClusterName
     pods: tuple[tuple[NodeName, int], ...]
     takes: GangTakes = field(default=(), compare=False, repr=False)
+    node_names: tuple[NodeName, ...] = field(default=(), compare=False, repr=False)
+
+    def node_requests(self) -> dict[NodeName, ResourceList]:
+        """What the placed pods request on each node."""
+        out: dict[NodeName, ResourceList] = {}
+        for pod_set, takes in self.takes:
+            for index, pods in takes:
+                name = self.node_names[index]
+                out[name] = out.get(name, ResourceList()) + pod_set.requests.scale(pods)
+        return out
 
 
 @dataclass(frozen=True)
@@ -235,7 +245,7 @@ def _placement(cluster: ClusterName, pool: NodePool, takes: GangTakes) -> Placem
         for index, pods in set_takes:
             per_node[index] = per_node.get(index, 0) + pods
     return Placement(cluster, tuple((pool.names[i], n) for i, n in sorted(per_node.items())),
-                     takes)
+                     takes, pool.names)
 
 
 # -- the per-cycle board --------------------------------------------------------------------
