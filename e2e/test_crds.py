@@ -100,7 +100,9 @@ async def test_quota_tree_and_spoke_cluster_are_accepted(
 ) -> None:
     for doc in fixture("quota-tree.yaml"):
         doc["metadata"]["namespace"] = namespace
-        await hub_crds.custom.create_namespaced_custom_object(*QST[:2], namespace, QST[2], doc)
+        version = doc["apiVersion"].split("/")[1]  # MCAD's quickstart writes v1; both served
+        await hub_crds.custom.create_namespaced_custom_object(QST[0], version, namespace,
+                                                              QST[2], doc)
     listed = await hub_crds.custom.list_namespaced_custom_object(*QST[:2], namespace, QST[2])
     assert len(listed["items"]) == len(fixture("quota-tree.yaml"))
     spoke = {"apiVersion": "cluster.codeflare.dev/v1alpha1", "kind": "SpokeCluster",

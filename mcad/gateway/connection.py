@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -180,7 +181,11 @@ async def connect(kubeconfig: Mapping[str, Any] | str | Path, *, name: str,
         raise BadKubeconfig(f"the kubeconfig cannot be used: {err}") from err
     if not str(cfg.host or "").startswith(("https://", "http://")):
         raise BadKubeconfig(f"the kubeconfig's server {cfg.host!r} is not an http(s) URL")
-    return Connection(name=name, api=k8s_client.ApiClient(cfg))
+    try:
+        api = k8s_client.ApiClient(cfg)
+    except (ssl.SSLError, ValueError, OSError) as err:  # bad CA or client certificate data
+        raise BadKubeconfig(f"the kubeconfig's TLS data cannot be used: {err}") from err
+    return Connection(name=name, api=api)
 
 
 def default_kubeconfig_path() -> Path:
