@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from mcad.cli import cluster, validate
+from mcad.cli import cluster, run, validate
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     validate.add_parser(subparsers)
     cluster.add_parser(subparsers)
+    run.add_parser(subparsers)
     return parser
 
 
