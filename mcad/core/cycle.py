@@ -35,6 +35,7 @@ and (when it fits now) its nodes are held so nothing behind it takes them.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -144,6 +145,10 @@ class Pending(NamedTuple):
     message: str
 
 
+_pending = functools.partial(tuple.__new__, Pending)
+"""``Pending`` from a 3-tuple without NamedTuple's Python-level ``__new__`` (hot path)."""
+
+
 class Eviction(NamedTuple):
     key: AppWrapperKey
     reason: str
@@ -204,6 +209,8 @@ class _Decider:
         self.unused_quota = snapshot.quota
         self.quota = quota
         self.trees = tuple(quota.trees())
+        # With one tree (the usual case) the label value alone keys the assignment.
+        self.one_tree = self.trees[0] if len(self.trees) == 1 else None
         self.board = ClusterBoard(snapshot.clusters)
         self.everywhere = self.board.eligible()
         self.dispatches: list[Dispatch] = []
@@ -215,7 +222,7 @@ class _Decider:
         self.charge_priorities: list[int] = []
         self.admitted_on: dict[str, tuple[str, ResourceList]] = {}
         """Where each admitted AppWrapper runs and what it holds (with the candidates)."""
-        self._assignments: dict[tuple[str | None, ...], QuotaAssignment | QuotaProblem] = {}
+        self._assignments: dict[object, QuotaAssignment | QuotaProblem] = {}
         self._quota_no: dict[tuple[object, ...], _Outcome] = {}
         """Quota misfits: (assignment id, total's items) -> outcome."""
         self._capacity_no: dict[tuple[object, ...], _Outcome] = {}
@@ -235,7 +242,10 @@ class _Decider:
         self.preempt_turns: dict[QuotaAssignment, tuple[AppWrapperKey, bool]] = {}
 
     def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:
-        key = tuple(map(labels.get, self.trees))
+        """The quota assignment for ``labels``, one object per label set in a cycle."""
+        one_tree = self.one_tree
+        key: object = (labels.get(one_tree) if one_tree is not None
+                       else tuple(map(labels.get, self.trees)))
         found = self._assignments.get(key)
         if found is None:
             found = self._assignments[key] = self.quota.resolve(labels)
@@ -288,14 +298,17 @@ class _Decider:
                       entry.demand_error or "its resource demand could not be read")
             return
         labels = entry.quota_labels
-        assignment = self._assignments.get(tuple(map(labels.get, self.trees)))
+        one_tree = self.one_tree
+        assignment = self._assignments.get(
+            labels.get(one_tree) if one_tree is not None else tuple(map(labels.get, self.trees)))
         if assignment is None:
             assignment = self.assignment(labels)
         if isinstance(assignment, QuotaProblem):
             self.pend(entry, PendingReason(assignment.reason), assignment.message)
             return
         selector = entry.cluster_selector
-        if entry.clusters or selector.match_labels or selector.match_expressions:
+        if entry.clusters or (selector is not EVERY_CLUSTER and (
+                selector.match_labels or selector.match_expressions)):
             candidates = self.board.eligible(entry.clusters, selector)
         else:
             candidates = self.everywhere
@@ -308,7 +321,7 @@ class _Decider:
         cached = self._quota_no.get(quota_key)
         if cached is not None:
             if self.head_seen:
-                self.pending.append(Pending(entry.key, cached[0], cached[1]))
+                self.pending.append(_pending((entry.key, cached[0], cached[1])))
             else:
                 self.blocked(entry, demand, assignment, candidates, cached, by_quota=True)
             return

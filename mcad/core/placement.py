@@ -94,7 +94,7 @@ class ClusterSelector:
         Raises ``ValueError`` with a sentence for an unknown operator or a malformed entry.
         """
         if not spec:
-            return cls()
+            return EVERY_CLUSTER
         labels = spec.get("matchLabels") or {}
         if not isinstance(labels, Mapping):
             raise ValueError("clusterSelector.matchLabels must be an object of label: value")

@@ -11,7 +11,7 @@ import pytest
 from mcad.core.cycle import CycleResult, Snapshot, dispatch_cycle
 from mcad.core.quota import QuotaForest
 from tests.builders.clusters import make_cluster, pod_set
-from tests.builders.quota import make_tree
+from tests.builders.quota import make_forest, make_tree
 from tests.builders.snapshots import SnapshotBuilder, at, make_entry, make_snapshot
 
 
@@ -161,6 +161,20 @@ CASES = [
             make_cluster("a").nodes(1, gpu=8).reserve("default/early", pod_set(1, gpu=8)),
             make_cluster("b").nodes(1, gpu=8)).add(make_entry("x").job(gpu=8)).obj(),
         want_dispatched={"default/x": "b"},
+    ),
+    CycleCase(
+        id="with two quota trees an AppWrapper must fit both",
+        snapshot=lambda: one_spoke(4).quota(make_forest(
+            make_tree("quota_context").node("root", gpu=32).child("gold", parent="root",
+                                                                  gpu=32),
+            make_tree("org").node("root", gpu=8).child("default", parent="root", gpu=8)))
+        .add(make_entry("first").job(gpu=6).labels(quota_context="gold").created(at(0)),
+             make_entry("second").job(gpu=6).labels(quota_context="gold").created(at(1)))
+        .obj(),
+        want_dispatched={"default/first": "spoke-1"},
+        want_pending={"default/second": "QuotaExceeded"},
+        want_messages={"default/second": "quota tree org node root: needs 6 "
+                                         "nvidia.com/gpu, 2 free"},
     ),
     # -- backfill and the head of line -----------------------------------------------
     CycleCase(
