@@ -29,7 +29,16 @@ Preemption (``CyclePolicy.preemption``) covers quota: an AppWrapper blocked by q
 that lower-priority borrowers hold gets them evicted (``QuotaForest.evictions_for``)
 when its pods then have room, either now or once the evicted pods are gone (cluster
 totals). It is dispatched in a later cycle, after the evictions; meanwhile its quota
-and (when it fits now) its nodes are held so nothing behind it takes them.
+and (when it fits now) its nodes are held so nothing behind it takes them. Each quota
+assignment gets one preemption turn per cycle, taken by the first AppWrapper quota
+blocks there (Kueue likewise considers one head per queue): later ones decide on fresh
+facts next cycle, and one cycle's eviction work stays bounded. Victims already chosen
+are not chosen again, and their quota counts as returned when later preemptors of other
+assignments look for victims (but not for anything dispatched in this cycle).
+
+Contract with the caller: ``Snapshot.quota`` has no usage of the snapshot's admitted
+AppWrappers (the cycle charges them); clusters carry bound pods in node requests and
+dispatched-but-unbound pods as reservations.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ Backfill with a starvation guard, the exact rule the dispatch cycle applies:
    run: it fits its quota trees with nothing charged and fits some cluster it may go
    to with no pod running there. AppWrappers that are pausing after a requeue, have an
    invalid demand, name an unknown quota node, match no cluster, or could never fit,
-   are not the head of line: they do not hold anybody back.
+   are not the head of line: they do not hold anybody back; nor is one for which
+   evictions were just issued (it already holds what it waits for).
 3. While the head of line has waited less than ``starvation_seconds`` (counted from
    when it entered the queue: its creation, or its last requeue), anything behind it
    that fits may go: that is backfill.
@@ -35,6 +36,7 @@ head's delay by the threshold plus the time running work needs to drain.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -69,10 +71,15 @@ def in_queue_order(items: Iterable[Q]) -> list[Q]:
     tuples that hold datetimes is several times slower, and the cycle sorts
     thousands of AppWrappers every time it runs.
     """
-    ordered = sorted(items, key=lambda q: q.uid)
-    ordered.sort(key=lambda q: q.created)
-    ordered.sort(key=lambda q: q.priority, reverse=True)
+    ordered = sorted(items, key=_UID)
+    ordered.sort(key=_CREATED)
+    ordered.sort(key=_PRIORITY, reverse=True)
     return ordered
+
+
+_UID = operator.attrgetter("uid")
+_CREATED = operator.attrgetter("created")
+_PRIORITY = operator.attrgetter("priority")
 
 
 @dataclass(frozen=True, slots=True)
