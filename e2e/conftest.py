@@ -10,6 +10,7 @@ then left running).
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from e2e.cluster.build import artifacts
 from e2e.cluster.launcher import down, up
 from e2e.cluster.topology import TestbedSpec, TestbedState, pid_alive, read_state
 
+REPO = Path(__file__).resolve().parents[1]
 SPEC = TestbedSpec(spokes=2, nodes=4, gpus_per_node=8, cpu_per_node="32",
                    memory_per_node="256Gi", hub_nodes=2)
 
@@ -98,3 +100,20 @@ async def namespace(clusters: dict[str, Cluster]) -> AsyncIterator[str]:
     yield name
     for c in clusters.values():
         await c.core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def hub_crds(clusters: dict[str, Cluster], kubectl_path: Path) -> Cluster:
+    hub = clusters["hub"]
+    _kubectl(kubectl_path, hub, "apply", "-f", str(REPO / "crds"))
+    _kubectl(kubectl_path, hub, "wait", "--for=condition=Established", "--timeout=60s",
+            "crd/appwrappers.workload.codeflare.dev", "crd/quotasubtrees.quota.codeflare.dev",
+            "crd/spokeclusters.cluster.codeflare.dev")
+    return hub
+
+
+def _kubectl(path: Path, cluster: Cluster, *args: str) -> str:
+    proc = subprocess.run([str(path), "--kubeconfig", str(cluster.kubeconfig), *args],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
+    return proc.stdout

@@ -18,7 +18,6 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e.conftest import Cluster
-from e2e.test_crds import hub_crds  # noqa: F401 - a fixture these tests use
 from mcad.cli.main import main
 
 SPOKES = ("cluster.codeflare.dev", "v1alpha1", "spokeclusters")
@@ -75,7 +74,7 @@ class Registration:
 
 
 @pytest.fixture
-async def registration(hub_crds: Cluster, clusters: dict[str, Cluster],  # noqa: F811
+async def registration(hub_crds: Cluster, clusters: dict[str, Cluster],
                        capsys: pytest.CaptureFixture[str]) -> AsyncIterator[Registration]:
     suffix = uuid.uuid4().hex[:6]
     reg = Registration(f"cli-{suffix}", f"mcad-cli-{suffix}", hub_crds,

@@ -25,17 +25,6 @@ def kubectl(path: Path, cluster: Cluster, *args: str) -> str:
     assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
     return proc.stdout
 
-
-@pytest.fixture(scope="session")
-def hub_crds(clusters: dict[str, Cluster], kubectl_path: Path) -> Cluster:
-    hub = clusters["hub"]
-    kubectl(kubectl_path, hub, "apply", "-f", str(REPO / "crds"))
-    kubectl(kubectl_path, hub, "wait", "--for=condition=Established", "--timeout=60s",
-            "crd/appwrappers.workload.codeflare.dev", "crd/quotasubtrees.quota.codeflare.dev",
-            "crd/spokeclusters.cluster.codeflare.dev")
-    return hub
-
-
 def fixture(name: str) -> list[dict[str, Any]]:
     text = (REPO / "tests/fixtures/mcad-v1" / name).read_text()
     return [d for d in yaml.safe_load_all(text) if d]

@@ -34,7 +34,14 @@ from mcad.api.spokecluster import API_VERSION, DEFAULT_KUBECONFIG_KEY, KIND
 from mcad.core.quantity import format_quantity, parse_quantity
 from mcad.gateway import objects
 from mcad.gateway.connection import Connection, connect, default_kubeconfig_path
-from mcad.gateway.errors import AlreadyExists, ApiError, GatewayError, NotFound, Unreachable
+from mcad.gateway.errors import (
+    AlreadyExists,
+    ApiError,
+    BadKubeconfig,
+    GatewayError,
+    NotFound,
+    Unreachable,
+)
 from mcad.gateway.resources import NAMESPACES, SECRETS, SPOKECLUSTERS
 
 SPOKE_LABEL = "cluster.codeflare.dev/spoke"
@@ -404,6 +411,8 @@ def _run(verb: str, args: argparse.Namespace, act: Callable[[Connection], Awaita
         except ssl.SSLError as error:
             raise CommandFailed(f"the hub kubeconfig {path} cannot be used: its TLS "
                                 f"certificates are not valid ({error.reason or error})") from None
+        except BadKubeconfig as error:
+            raise CommandFailed(f"the hub kubeconfig {path} cannot be used: {error}") from None
         try:
             return await act(hub)
         finally:

@@ -184,7 +184,8 @@ async def connect(kubeconfig: Mapping[str, Any] | str | Path, *, name: str,
     try:
         api = k8s_client.ApiClient(cfg)
     except (ssl.SSLError, ValueError, OSError) as err:  # bad CA or client certificate data
-        raise BadKubeconfig(f"the kubeconfig's TLS data cannot be used: {err}") from err
+        reason = getattr(err, "reason", None) or err
+        raise BadKubeconfig(f"its TLS certificates are not valid ({reason})") from err
     return Connection(name=name, api=api)
 
 
