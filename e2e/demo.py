@@ -171,8 +171,8 @@ def main() -> int:
             stderr=subprocess.STDOUT)
         print(f"   metrics on http://127.0.0.1:{port}/metrics; log {log.name}")
         docs = appwrappers()
-        say(f"submitting {len(docs)} AppWrappers ({sum(1 for _ in docs)} jobs, "
-            "from 1 to 32 GPUs; 64 GPUs and a 48-GPU quota: some must wait)")
+        say(f"submitting {len(docs)} AppWrappers of 1 to 32 GPUs (64 GPUs and a 48-GPU "
+            "quota: some must wait)")
         started = time.monotonic()
         kubectl(state, "hub", "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
         finished = asyncio.run(follow(state, [d["metadata"]["name"] for d in docs]))

@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from mcad.api.documents import yaml_problem
 from mcad.core.cycle import CyclePolicy
 from mcad.core.placement import PlacementPolicy
 from mcad.core.requeue import GrowthType, RequeuePolicy
@@ -156,10 +157,8 @@ def load_run_config(path: Path | None) -> RunConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        where = getattr(err, "problem_mark", None)
-        at = f" at line {where.line + 1}" if where is not None else ""
-        raise ConfigError(f"the configuration file {path} is not valid YAML{at}: "
-                          f"{getattr(err, 'problem', None) or err}.") from err
+        raise ConfigError(f"the configuration file {path} is not valid YAML"
+                          f"{yaml_problem(err)}.") from err
     if data is None:
         return RunConfig()
     if not isinstance(data, dict):

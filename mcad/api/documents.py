@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
@@ -181,3 +182,10 @@ def _shape(doc: object) -> str:
 def _kinds_list() -> str:
     names = sorted(KINDS)
     return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """Where and what a YAML error is, for a sentence: `` at line 3 (found ...)``."""
+    mark = getattr(err, "problem_mark", None)
+    at = f" at line {mark.line + 1}" if mark is not None else ""
+    return f"{at} ({getattr(err, 'problem', None) or err})"

@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import yaml
 
+from mcad.api.documents import yaml_problem
 from mcad.api.spokecluster import API_VERSION, DEFAULT_KUBECONFIG_KEY, KIND
 from mcad.core.quantity import format_quantity, parse_quantity
 from mcad.gateway import objects
@@ -194,10 +195,8 @@ def read_spoke_kubeconfig(path: Path) -> bytes:
     try:
         parsed = yaml.safe_load(raw)
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise CommandFailed(f"the kubeconfig {path} is not valid YAML{at} "
-                            f"({getattr(error, 'problem', None) or error})") from error
+        raise CommandFailed(f"the kubeconfig {path} is not valid YAML"
+                            f"{yaml_problem(error)}") from error
     clusters = parsed.get("clusters") if isinstance(parsed, dict) else None
     if not isinstance(clusters, list) or not clusters:
         raise CommandFailed(f"the kubeconfig {path} names no clusters; give the kubeconfig "

@@ -180,7 +180,7 @@ def test_every_mistake_in_a_file_is_named(tmp_path: Path) -> None:
 def test_bad_yaml_names_the_line(tmp_path: Path) -> None:
     message = problem(tmp_path, "placement: spread\nallowedKinds: [Pod\n")
     assert message.startswith(f"the configuration file {tmp_path}/mcad-config.yaml is not "
-                              "valid YAML at line 3: ")
+                              "valid YAML at line 3 (expected")
 
 
 def test_a_list_instead_of_settings_is_a_sentence(tmp_path: Path) -> None:
