@@ -1,0 +1,88 @@
+"""What a dispatched AppWrapper's pods and objects mean: counts, completion (MCAD's
+rules, with completionstatus requiring True), readiness waits, requeue and failure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from mcad.core.progress import (
+    Completed,
+    ItemState,
+    KeepRunning,
+    PodCounts,
+    completion_types,
+    count_pods,
+    progress,
+)
+from mcad.core.requeue import Fail, Requeue, RequeuePolicy
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+POLICY = RequeuePolicy(time_in_seconds=60, max_num_requeuings=2, pause_time_in_seconds=5)
+
+
+def pod(phase: str, *, ready: bool = False, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"deletionTimestamp": "x"} if deleting else {}
+    return {"metadata": meta, "status": {"phase": phase, "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_count_pods_by_phase_and_readiness() -> None:
+    counts = count_pods([pod("Pending"), pod("Running"), pod("Running", ready=True),
+                         pod("Succeeded"), pod("Failed"), pod("Running", deleting=True)])
+    assert counts == PodCounts(pending=1, running=2, ready=1, succeeded=1, failed=1)
+
+
+def test_completion_types_are_comma_separated() -> None:
+    assert completion_types(" Complete, Failed ,") == ("Complete", "Failed")
+
+
+def decide(*, pods: PodCounts, items: tuple[ItemState, ...] = (), now_s: int = 10,
+           count: int = 0, expected: int = 2) -> object:
+    return progress(now=T0 + timedelta(seconds=now_s), policy=POLICY, dispatched_at=T0,
+                    requeue_count=count, min_available=2, expected_pods=expected, pods=pods,
+                    items=list(items))
+
+
+@pytest.mark.parametrize(("pods", "items", "now_s", "count", "want"), [
+    pytest.param(PodCounts(running=2, ready=2), (), 10, 0, KeepRunning(None, ready=True),
+                 id="gang-ready"),
+    pytest.param(PodCounts(pending=2), (), 10, 0,
+                 KeepRunning(T0 + timedelta(seconds=60), ready=False), id="waiting-for-gang"),
+    pytest.param(PodCounts(succeeded=2), (), 10, 0, Completed(hold=False),
+                 id="all-pods-succeeded"),
+    pytest.param(PodCounts(succeeded=1), (), 10, 0,
+                 KeepRunning(T0 + timedelta(seconds=60), ready=False),
+                 id="one-of-two-succeeded-is-neither-complete-nor-ready"),
+    pytest.param(PodCounts(running=1, ready=1, succeeded=1),
+                 (ItemState(("Complete",), {"Complete": "True"}),), 10, 0,
+                 Completed(hold=True), id="item-complete-pods-running-hold"),
+    pytest.param(PodCounts(succeeded=2),
+                 (ItemState(("Complete",), {"Complete": "False"}),), 10, 0,
+                 KeepRunning(None, ready=True), id="completionstatus-needs-True"),
+])
+def test_progress(pods: PodCounts, items: tuple[ItemState, ...], now_s: int, count: int,
+                  want: object) -> None:
+    assert decide(pods=pods, items=items, now_s=now_s, count=count) == want
+
+
+def test_readiness_timeout_requeues_with_a_pause() -> None:
+    got = decide(pods=PodCounts(running=2), now_s=61)
+    assert isinstance(got, Requeue)
+    assert got.next_count == 1
+    assert got.not_before == T0 + timedelta(seconds=66)
+
+
+def test_the_limit_fails_instead_of_requeuing() -> None:
+    got = decide(pods=PodCounts(running=2), now_s=10_000, count=2)
+    assert isinstance(got, Fail)
+    assert got.reason == "RequeueLimitReached"
+
+
+def test_a_failed_item_requeues_unless_failed_counts_as_completion() -> None:
+    failed = ItemState(("Complete",), {"Failed": "True"})
+    assert isinstance(decide(pods=PodCounts(failed=2), items=(failed,)), Requeue)
+    done = ItemState(("Complete", "Failed"), {"Failed": "True"})
+    assert decide(pods=PodCounts(failed=2), items=(done,)) == Completed(hold=False)

@@ -1,0 +1,94 @@
+"""What gets created for an AppWrapper: labels everywhere pods come from, and refusals
+(before anything is created) for kinds and namespaces an AppWrapper may not use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcad.core.wrapping import (
+    NAME_LABEL,
+    UID_LABEL,
+    Refusal,
+    WrappedObject,
+    is_ours,
+    wrapped_objects,
+)
+
+
+def spec(*templates: dict[str, Any]) -> dict[str, Any]:
+    return {"resources": {"GenericItems": [{"generictemplate": t} for t in templates]}}
+
+
+def job(name: str = "train", namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"team": "a"}}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+            "spec": {"template": {"metadata": {"labels": {"app": "x"}},
+                                  "spec": {"containers": [{"name": "c"}]}}},
+            "status": {"active": 1}}
+
+
+def plan(*templates: dict[str, Any], allowed: bool = True) -> list[WrappedObject] | Refusal:
+    return wrapped_objects(name="aw", namespace="ns", uid="u-1", spec=spec(*templates),
+                           kind_allowed=lambda _v, _k: allowed)
+
+
+def test_objects_and_pod_templates_carry_the_appwrapper_identity() -> None:
+    planned = plan(job())
+    assert isinstance(planned, list)
+    (obj,) = planned
+    manifest = obj.manifest
+    assert manifest["metadata"]["namespace"] == "ns"
+    assert manifest["metadata"]["labels"] == {"team": "a", NAME_LABEL: "aw",
+                                              "workload.codeflare.dev/appwrapper": "aw",
+                                              UID_LABEL: "u-1"}
+    assert manifest["spec"]["template"]["metadata"]["labels"][UID_LABEL] == "u-1"
+    assert manifest["spec"]["template"]["metadata"]["labels"]["app"] == "x"
+    assert "status" not in manifest
+    assert is_ours(manifest, uid="u-1") and not is_ours(manifest, uid="other")
+
+
+def test_nested_pod_templates_of_any_kind_are_labelled() -> None:
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "js"},
+              "spec": {"replicatedJobs": [{"template": {"spec": {"template": {
+                  "spec": {"containers": [{"name": "c"}]}}}}}]}}
+    planned = plan(jobset)
+    assert isinstance(planned, list)
+    inner = planned[0].manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert inner["metadata"]["labels"][UID_LABEL] == "u-1"
+
+
+def test_the_template_given_is_not_changed() -> None:
+    original = job()
+    plan(original)
+    assert original["metadata"]["labels"] == {"team": "a"}
+
+
+@pytest.mark.parametrize(("template", "allowed", "want_reason"), [
+    pytest.param(job(namespace="other"), True, "ForeignNamespace", id="other-namespace"),
+    pytest.param({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                  "metadata": {"name": "r"}}, True, "ClusterScoped", id="cluster-scoped"),
+    pytest.param(job(), False, "KindNotAllowed", id="kind-not-allowed"),
+    pytest.param({"apiVersion": "v1", "kind": "Pod", "metadata": {}}, True, "InvalidItem",
+                 id="no-name"),
+])
+def test_refusals(template: dict[str, Any], allowed: bool, want_reason: str) -> None:
+    refused = plan(job("fine"), template, allowed=allowed)
+    assert isinstance(refused, Refusal)
+    assert refused.reason == want_reason
+    assert "GenericItems[" in refused.message
+
+
+def test_same_namespace_named_explicitly_is_fine() -> None:
+    assert isinstance(plan(job(namespace="ns")), list)
+
+
+def test_custompodresources_without_a_template_create_nothing() -> None:
+    planned = wrapped_objects(name="aw", namespace="ns", uid="u", kind_allowed=lambda *_: True,
+                              spec={"resources": {"GenericItems": [
+                                  {"custompodresources": [{"replicas": 1}]}]}})
+    assert planned == []
