@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -112,8 +113,15 @@ def hub_crds(clusters: dict[str, Cluster], kubectl_path: Path) -> Cluster:
     return hub
 
 
-def _kubectl(path: Path, cluster: Cluster, *args: str) -> str:
-    proc = subprocess.run([str(path), "--kubeconfig", str(cluster.kubeconfig), *args],
-                          capture_output=True, text=True, check=False, timeout=60)
+def _kubectl(path: Path, cluster: Cluster, *args: str, within: float = 60) -> str:
+    """kubectl, retried until it succeeds or ``within`` seconds pass: right after
+    ``up`` an apiserver that answers /readyz may still be finishing post-start work."""
+    deadline = time.monotonic() + within
+    while True:
+        proc = subprocess.run([str(path), "--kubeconfig", str(cluster.kubeconfig), *args],
+                              capture_output=True, text=True, check=False, timeout=60)
+        if proc.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
     return proc.stdout
