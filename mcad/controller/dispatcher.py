@@ -26,7 +26,7 @@ from typing import Any
 
 from mcad import metrics
 from mcad.config import RunConfig
-from mcad.controller.clock import rfc3339, utcnow
+from mcad.controller.clock import parse_time, rfc3339, utcnow
 from mcad.controller.objects import ObjectManager
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.state import ControllerState
@@ -58,25 +58,37 @@ class Dispatcher:
     """Runs cycles when something relevant changed and applies their decisions."""
 
     def __init__(self, *, state: ControllerState, config: RunConfig, writer: HubWriter,
-                 objects: ObjectManager, evict: Callable[[AppWrapperKey, str, str], None]
-                 ) -> None:
+                 objects: ObjectManager, evict: Callable[[AppWrapperKey, str, str], None],
+                 follow: Callable[[AppWrapperKey], None]) -> None:
         self.state = state
         self.config = config
         self.writer = writer
         self.objects = objects
         self.evict = evict
+        self.follow = follow
+        """Hands a persisted dispatch to the lifecycle, which creates the objects (one
+        owner per AppWrapper, so creation is never attempted twice at once)."""
         self.wanted = asyncio.Event()
         self._pending_writes: dict[AppWrapperKey, tuple[str, str]] = {}
         self._pending_ready = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
-        self.cycles = 0
+        self._wakeups: set[datetime] = set()
 
     def trigger(self) -> None:
         self.wanted.set()
 
     def trigger_at(self, moment: datetime) -> None:
+        """Run a cycle at ``moment`` (once, however often it is asked for)."""
+        if moment in self._wakeups:
+            return
+        self._wakeups.add(moment)
+
+        def wake() -> None:
+            self._wakeups.discard(moment)
+            self.trigger()
+
         delay = max(0.0, (moment - utcnow()).total_seconds())
-        asyncio.get_running_loop().call_later(delay + 0.01, self.trigger)
+        asyncio.get_running_loop().call_later(delay + 0.01, wake)
 
     # -- the loop -----------------------------------------------------------------------
     async def run(self, ready: Callable[[], bool]) -> None:
@@ -116,7 +128,6 @@ class Dispatcher:
         now = utcnow()
         snapshot = self.snapshot(now)
         result = dispatch_cycle(snapshot)
-        self.cycles += 1
         metrics.observe_dispatch_cycle(time.perf_counter() - started,
                                        appwrappers=len(snapshot.appwrappers))
         for dispatch in result.dispatches:
@@ -157,7 +168,7 @@ class Dispatcher:
                     rec.assumed_cluster, rec.entry = None, None  # not persisted: undo
                     self.trigger()
         if rec.status.get("clusterName") == cluster:
-            await self.objects.ensure(rec)
+            self.follow(rec.key)
 
     async def _persist_dispatch(self, rec: AppWrapperRecord, cluster: str) -> None:
         planned = self.objects.plan(rec)
@@ -167,6 +178,9 @@ class Dispatcher:
         if not await self.writer.set_finalizer(rec, present=True):
             return
         now = utcnow()
+        # Queue wait runs from creation, or from the last requeue when there was one.
+        since = parse_time(rec.status.get("requeueTimestamp")) or \
+            parse_time(rec.meta.get("creationTimestamp")) or now
         policy = rec.requeue_policy(self.config)
         message = f"dispatched to cluster {cluster}"
         ok = await self.writer.patch_status(rec, {
@@ -184,8 +198,6 @@ class Dispatcher:
             return
         rec.objects_ensured = False
         metrics.count_dispatch(cluster)
-        since = rec.entry.queued_since if rec.entry and rec.entry.queued_since else \
-            rec.core_entry(self.config).created
         metrics.observe_queue_wait(max(0.0, (now - since).total_seconds()))
         self.writer.event(rec, reason="Dispatched", message=message)
 

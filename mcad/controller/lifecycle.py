@@ -34,7 +34,6 @@ from mcad.core.progress import (
     Completed,
     ItemState,
     KeepRunning,
-    completion_types,
     count_pods,
     progress,
 )
@@ -134,10 +133,7 @@ class Lifecycle:
         pods = count_pods(link.pods_of(rec.uid))
         planned = self.objects.plan(rec)
         items = [] if isinstance(planned, Refusal) else [
-            ItemState(completion_types(str(
-                (rec.spec.get("resources") or {}).get("GenericItems", [])[w.index]
-                .get("completionstatus", ""))),
-                link.item_conditions(w.kind, rec.namespace, w.name) or {})
+            ItemState(w.completion, link.item_conditions(w.kind, rec.namespace, w.name) or {})
             for w in planned]
         demand = rec.demand
         decision = progress(
@@ -183,13 +179,12 @@ class Lifecycle:
         elif isinstance(decision, Requeue):
             await self._start_requeue(rec, decision.reason, decision.message)
         elif isinstance(decision, Fail):
-            await self.objects.delete_all(rec)
+            await self.objects.clear(rec)  # the pods must not keep holding GPUs
             async with self.writer.lock(rec.key):
                 ok = await self.writer.patch_status(rec, {
                     **counts, "state": "Failed", "message": decision.message,
                 }, conditions=(("Failed", "True", decision.reason, decision.message),))
             if ok:
-                metrics.count_requeue("LimitReached")
                 self.writer.event(rec, reason=decision.reason, message=decision.message,
                                   warning=True)
                 self.released()
@@ -202,20 +197,28 @@ class Lifecycle:
                     conditions=(("Requeuing", "True", reason, message),)):
                 return
         self.writer.event(rec, reason="Requeuing", message=message, warning=True)
-        await self.objects.delete_all(rec)
         await self._finish_requeue(rec)
+
+    async def _clear_spoke(self, rec: AppWrapperRecord, *, since: datetime,
+                           unreachable_retry_s: float = RECHECK_S) -> int | None:
+        """One step of removing the AppWrapper from its cluster: delete what is there,
+        force-delete pods stuck past forceDeletionTimeInSeconds (counted from ``since``),
+        and look again later unless nothing is left (0). None: the cluster does not
+        answer."""
+        left = await self.objects.clear(rec)
+        if left and force_deletion_due(rec.requeue_policy(self.config), since, utcnow()):
+            await self.objects.force_delete_pods(rec)
+        if left != 0:
+            delay = RECHECK_S if left else unreachable_retry_s
+            self.enqueue_at(rec.key, utcnow() + timedelta(seconds=delay))
+        return left
 
     async def _finish_requeue(self, rec: AppWrapperRecord) -> None:
         cond = rec.condition("Requeuing") or {}
         since = parse_time(cond.get("lastTransitionTime")) or utcnow()
-        policy = rec.requeue_policy(self.config)
-        left = await self.objects.remaining(rec)
-        if left is None or left > 0:
-            if left and force_deletion_due(policy, since, utcnow()):
-                await self.objects.force_delete_pods(rec)
-            await self.objects.delete_all(rec)
-            self.enqueue_at(rec.key, utcnow() + timedelta(seconds=RECHECK_S))
+        if await self._clear_spoke(rec, since=since) != 0:
             return
+        policy = rec.requeue_policy(self.config)
         now = utcnow()
         count = rec.requeues() + 1
         reason = str(cond.get("reason", "Requeued"))
@@ -243,7 +246,9 @@ class Lifecycle:
             return
         cluster = rec.cluster
         if cluster:
-            left = await self.objects.remaining(rec)
+            deleted_at = parse_time(rec.meta.get("deletionTimestamp")) or utcnow()
+            left = await self._clear_spoke(rec, since=deleted_at,
+                                           unreachable_retry_s=self.config.deletion_retry_seconds)
             if left is None:
                 message = (f"cannot remove the wrapped objects from cluster {cluster}: it is "
                            "not reachable; retrying")
@@ -252,15 +257,7 @@ class Lifecycle:
                     async with self.writer.lock(rec.key):
                         await self.writer.patch_status(rec, {"message": message}, conditions=(
                             ("CleanupPending", "True", "ClusterUnreachable", message),))
-                self.enqueue_at(rec.key, utcnow() + timedelta(
-                    seconds=self.config.deletion_retry_seconds))
-                return
-            if left:
-                deleted_at = parse_time(rec.meta.get("deletionTimestamp")) or utcnow()
-                if force_deletion_due(rec.requeue_policy(self.config), deleted_at, utcnow()):
-                    await self.objects.force_delete_pods(rec)
-                await self.objects.delete_all(rec)
-                self.enqueue_at(rec.key, utcnow() + timedelta(seconds=RECHECK_S))
+            if left != 0:
                 return
         async with self.writer.lock(rec.key):
             await self.writer.set_finalizer(rec, present=False)

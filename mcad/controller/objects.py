@@ -39,8 +39,13 @@ class ObjectManager:
         self._namespaces: set[tuple[str, str]] = set()
 
     def plan(self, rec: AppWrapperRecord) -> list[WrappedObject] | Refusal:
-        return wrapped_objects(name=rec.name, namespace=rec.namespace, uid=rec.uid,
-                               spec=rec.spec, kind_allowed=self.config.kind_allowed)
+        """The objects to create, worked out once per generation of the AppWrapper (each
+        pod event reconciles it; the manifests need not be rebuilt each time)."""
+        if rec.planned is None:
+            rec.planned = wrapped_objects(name=rec.name, namespace=rec.namespace,
+                                          uid=rec.uid, spec=rec.spec,
+                                          kind_allowed=self.config.kind_allowed)
+        return rec.planned
 
     def usable_link(self, cluster: str) -> SpokeLink | None:
         link = self.state.links.get(cluster)
@@ -86,7 +91,7 @@ class ObjectManager:
         planned = self.plan(rec)
         resolved = planned if isinstance(planned, Refusal) else await self._refs(link, planned)
         if isinstance(resolved, Refusal):
-            await self.delete_all(rec)
+            await self.clear(rec)
             async with self.writer.lock(rec.key):
                 await self.refuse(rec, resolved)
             return False
@@ -101,7 +106,7 @@ class ObjectManager:
                     existing = await verbs.get(link.conn, ref, wrapped.name,
                                                namespace=rec.namespace)
                     if not is_ours(existing, uid=rec.uid):
-                        await self.delete_all(rec)
+                        await self.clear(rec)
                         async with self.writer.lock(rec.key):
                             await self.refuse(rec, Refusal(
                                 "NameTaken", f"{wrapped.describe} already exists on cluster "
@@ -124,59 +129,40 @@ class ObjectManager:
                 "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         self._namespaces.add((link.name, namespace))
 
-    async def delete_all(self, rec: AppWrapperRecord, *, cluster: str | None = None) -> bool:
-        """Ask the cluster to delete every wrapped object; True when the requests went
-        through (objects may still be terminating)."""
-        link = self.usable_link(cluster or rec.cluster)
-        planned = self.plan(rec)
-        if link is None:
-            return False
-        if isinstance(planned, Refusal):
-            return True
-        assert link.conn is not None
-        try:
-            for wrapped in planned:
-                try:
-                    ref = await link.discovery.resource_for(  # type: ignore[union-attr]
-                        wrapped.api_version, wrapped.kind)
-                    existing = await verbs.get(link.conn, ref, wrapped.name,
-                                               namespace=rec.namespace)
-                    if is_ours(existing, uid=rec.uid):
-                        await verbs.delete(link.conn, ref, wrapped.name,
-                                           namespace=rec.namespace, propagation="Background")
-                except (NotFound, UnknownKind):
-                    continue
-        except ApiError as err:
-            metrics.count_api_error(link.name, err.reason or type(err).__name__)
-            return False
-        return True
-
-    async def remaining(self, rec: AppWrapperRecord, *, cluster: str | None = None) -> int | None:
-        """Objects and pods of the AppWrapper still on the cluster (None: cannot tell)."""
-        link = self.usable_link(cluster or rec.cluster)
+    async def clear(self, rec: AppWrapperRecord) -> int | None:
+        """Delete every wrapped object of the AppWrapper on its cluster (one GET and, when
+        it is ours and not already going, one DELETE per object) and return how many
+        objects and pods are still there: 0 when everything is gone, None when the
+        cluster cannot be reached or does not answer."""
+        link = self.usable_link(rec.cluster)
         if link is None or not link.health.ready:
             return None
-        planned = self.plan(rec)
-        count = len(link.pods_of(rec.uid))
-        if isinstance(planned, Refusal):
-            return count
         assert link.conn is not None and link.discovery is not None
+        planned = self.plan(rec)
+        left = len(link.pods_of(rec.uid))
+        if isinstance(planned, Refusal):
+            return left
         try:
             for wrapped in planned:
                 try:
                     ref = await link.discovery.resource_for(wrapped.api_version, wrapped.kind)
                     existing = await verbs.get(link.conn, ref, wrapped.name,
                                                namespace=rec.namespace)
-                    count += is_ours(existing, uid=rec.uid)
                 except (NotFound, UnknownKind):
                     continue
-        except ApiError:
+                if not is_ours(existing, uid=rec.uid):
+                    continue
+                left += 1
+                if not (existing.get("metadata") or {}).get("deletionTimestamp"):
+                    await verbs.delete(link.conn, ref, wrapped.name, namespace=rec.namespace,
+                                       propagation="Background")
+        except ApiError as err:
+            metrics.count_api_error(link.name, err.reason or type(err).__name__)
             return None
-        return count
+        return left
 
-    async def force_delete_pods(self, rec: AppWrapperRecord, *, cluster: str | None = None
-                                ) -> None:
-        link = self.usable_link(cluster or rec.cluster)
+    async def force_delete_pods(self, rec: AppWrapperRecord) -> None:
+        link = self.usable_link(rec.cluster)
         if link is None or link.conn is None:
             return
         for pod in link.pods_of(rec.uid):

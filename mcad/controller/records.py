@@ -10,7 +10,7 @@ The AppWrapper's status on the hub is the source of truth for what was decided
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,9 +21,9 @@ from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry
 from mcad.core.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.placement import ClusterSelector
 from mcad.core.requeue import RequeuePolicy
+from mcad.core.wrapping import Refusal, WrappedObject
 
 FINALIZER = "workload.codeflare.dev/finalizer"
-ACTIVE = ("Running", "RunningHoldCompletion")
 TERMINAL = ("Completed", "Failed")
 
 
@@ -52,10 +52,10 @@ class AppWrapperRecord:
     """Dispatched by this process, before the hub has confirmed it."""
     objects_ensured: bool = False
     """The wrapped objects were created (or found) on the cluster by this process."""
+    planned: list[WrappedObject] | Refusal | None = None
+    """What to create, from the current generation (``ObjectManager.plan``)."""
     last_pending: tuple[str, str] = ("", "")
     last_pending_at: datetime | None = None
-    deleting_since: datetime | None = None
-    reported_running: bool = field(default=False)
 
     # -- reading ------------------------------------------------------------------------
     @property
@@ -138,6 +138,7 @@ class AppWrapperRecord:
         generation = int(self.meta.get("generation", 0) or 0)
         if generation != self.demand_generation:
             self.demand_generation = generation
+            self.planned = None
             try:
                 self.demand, self.demand_error = appwrapper_demand(self.spec), None
             except DemandError as err:

@@ -21,12 +21,11 @@ from mcad.controller.clock import rfc3339, utcnow
 from mcad.controller.dispatcher import Dispatcher
 from mcad.controller.lifecycle import Lifecycle
 from mcad.controller.objects import ObjectManager
-from mcad.controller.records import ACTIVE, AppWrapperRecord, key_of
+from mcad.controller.records import AppWrapperRecord, key_of
 from mcad.controller.spokes import SpokeLink
 from mcad.controller.state import ControllerState
-from mcad.controller.writer import HubWriter
+from mcad.controller.writer import HubWriter, set_condition
 from mcad.core.quota import QuotaAssignment, QuotaForest, QuotaNodeSpec, nodes_from_subtree
-from mcad.core.resources import ResourceList
 from mcad.gateway import objects as verbs
 from mcad.gateway import resources as refs
 from mcad.gateway.connection import Connection, connect
@@ -51,7 +50,8 @@ class Controller:
         self.lifecycle = Lifecycle(state=self.state, config=config, writer=self.writer,
                                    objects=self.objects, released=self._released)
         self.dispatcher = Dispatcher(state=self.state, config=config, writer=self.writer,
-                                     objects=self.objects, evict=self.lifecycle.evict)
+                                     objects=self.objects, evict=self.lifecycle.evict,
+                                     follow=self.lifecycle.enqueue)
         self._dirty = asyncio.Event()
         self._link_tasks: dict[str, asyncio.Task[None]] = {}
         self._spoke_status: dict[str, dict[str, Any]] = {}
@@ -261,7 +261,7 @@ class Controller:
         for rec in self.state.appwrappers.values():
             state = rec.state if rec.state in counts else "Pending"
             counts["Running" if rec.assumed_cluster else state] += 1
-            if (rec.admitted or rec.state in ACTIVE) and rec.demand is not None:
+            if rec.admitted and rec.demand is not None:
                 assignment = forest.resolve(rec.meta.get("labels") or {})
                 if isinstance(assignment, QuotaAssignment):
                     forest.charge(assignment, rec.demand.total)
@@ -270,20 +270,18 @@ class Controller:
             metrics.report_quota(tree, node, limit=forest.limit(tree, node),
                                  used=forest.usage(tree, node))
         for name, link in list(self.state.links.items()):
-            capacity = link.capacity()
-            metrics.report_cluster(name, ready=link.health.ready,
-                                   capacity=capacity.capacity(),
-                                   allocatable=capacity.allocatable(), free=capacity.free())
-            await self._write_spoke_status(name, link, capacity.capacity(),
-                                           capacity.allocatable(), capacity.free())
+            cluster = link.capacity()
+            capacity, allocatable, free = cluster.capacity(), cluster.allocatable(), \
+                cluster.free()
+            metrics.report_cluster(name, ready=link.health.ready, capacity=capacity,
+                                   allocatable=allocatable, free=free)
+            await self._write_spoke_status(name, link, {
+                "capacity": capacity.to_strings(), "allocatable": allocatable.to_strings(),
+                "free": free.to_strings(), "nodes": len(cluster.nodes),
+                "readyNodes": sum(1 for n in cluster.nodes if n.ready)})
 
-    async def _write_spoke_status(self, name: str, link: SpokeLink, capacity: ResourceList,
-                                  allocatable: ResourceList, free: ResourceList) -> None:
-        ready_nodes = sum(1 for n in link.capacity().nodes if n.ready)
-        status = {
-            "capacity": capacity.to_strings(), "allocatable": allocatable.to_strings(),
-            "free": free.to_strings(), "nodes": len(link.nodes), "readyNodes": ready_nodes,
-        }
+    async def _write_spoke_status(self, name: str, link: SpokeLink,
+                                  status: dict[str, Any]) -> None:
         health = ("True" if link.health.ready else "False", link.health.reason,
                   link.health.message)
         last = self._spoke_status.get(name)
@@ -292,16 +290,14 @@ class Controller:
         spoke = self.state.spoke_objects.get(name)
         if spoke is None:
             return
-        now = rfc3339(utcnow())
-        old = {c.get("type"): c for c in (spoke.get("status") or {}).get("conditions") or []}
-        previous = old.get("Ready") or {}
-        condition = {"type": "Ready", "status": health[0], "reason": health[1],
-                     "message": health[2],
-                     "lastTransitionTime": previous.get("lastTransitionTime", now)
-                     if previous.get("status") == health[0] else now}
+        now = utcnow()
+        conditions = set_condition(
+            list((spoke.get("status") or {}).get("conditions") or []), type_="Ready",
+            status=health[0], reason=health[1], message=health[2], now=now,
+            generation=int(spoke["metadata"].get("generation", 0) or 0))
         try:
             await verbs.merge_patch(self.hub, refs.SPOKECLUSTERS, name, {
-                "status": {**status, "conditions": [condition], "lastSyncTime": now}},
+                "status": {**status, "conditions": conditions, "lastSyncTime": rfc3339(now)}},
                 subresource="status")
         except ApiError as err:
             log.warning("SpokeCluster %s status: %s", name, err)

@@ -30,7 +30,7 @@ from mcad.core.resources import EMPTY, ResourceList
 from mcad.core.wrapping import UID_LABEL
 from mcad.gateway import resources as refs
 from mcad.gateway.connection import Connection
-from mcad.gateway.errors import ApiError, BadKubeconfig, GatewayError
+from mcad.gateway.errors import BadKubeconfig, GatewayError
 from mcad.gateway.resources import Discovery, ResourceRef
 from mcad.gateway.watch import Changed, Relisted, StreamBroken, watch_objects
 
@@ -134,15 +134,20 @@ class SpokeLink:
 
     def _relist(self, ref: ResourceRef, items: list[dict[str, Any]],
                 handle: Callable[[str, dict[str, Any]], None]) -> None:
-        if ref is refs.NODES:
-            for name in set(self.nodes) - {i["metadata"]["name"] for i in items}:
-                handle("DELETED", self.nodes[name])
-        elif ref is refs.PODS:
-            present = {i["metadata"]["uid"] for i in items}
-            for uid in set(self.pods) - present:
-                handle("DELETED", self.pods[uid].raw)
+        """A full list replaces what was known: what it lacks was deleted meanwhile."""
+        known = self._known(ref)
+        fresh = {_cache_key(ref, i) for i in items}
+        for key in set(known) - fresh:
+            handle("DELETED", known[key])
         for item in items:
             handle("ADDED", item)
+
+    def _known(self, ref: ResourceRef) -> dict[Any, dict[str, Any]]:
+        if ref is refs.NODES:
+            return dict(self.nodes)
+        if ref is refs.PODS:
+            return {uid: pod.raw for uid, pod in self.pods.items()}
+        return {key: entry["object"] for key, entry in self.items.items() if key[0] == ref.kind}
 
     # -- nodes and pods -----------------------------------------------------------------
     def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
@@ -206,23 +211,30 @@ class SpokeLink:
         key = (ref.api_version, ref.kind)
         if key in self.watched_kinds or key == ("v1", "Pod"):
             return
+        self.watched_kinds[key] = asyncio.create_task(
+            self._follow(ref, self.item_handler(ref), label_selector=UID_LABEL),
+            name=f"spoke {self.name} {ref.kind}")
+
+    def item_handler(self, ref: ResourceRef) -> Callable[[str, dict[str, Any]], None]:
+        """What a watch event of a wrapped object of this kind does to the cache: keep
+        its conditions (for completion) and tell the owner AppWrapper."""
 
         def handle(kind: str, obj: dict[str, Any]) -> None:
             meta = obj.get("metadata") or {}
-            item_key = (ref.kind, meta.get("namespace", ""), meta.get("name", ""))
+            item_key = _cache_key(ref, obj)
             if kind == "DELETED":
                 self.items.pop(item_key, None)
             else:
-                self.items[item_key] = {"conditions": {
-                    c.get("type", ""): c.get("status", "")
-                    for c in (obj.get("status") or {}).get("conditions") or []
-                    if isinstance(c, dict)}, "uid": (meta.get("labels") or {}).get(UID_LABEL)}
+                self.items[item_key] = {
+                    "object": {"metadata": {k: meta.get(k) for k in
+                                            ("name", "namespace", "labels")}},
+                    "conditions": {c.get("type", ""): c.get("status", "")
+                                   for c in (obj.get("status") or {}).get("conditions") or []
+                                   if isinstance(c, dict)}}
             owner = (meta.get("labels") or {}).get(UID_LABEL, "")
             self.on_change(self.name, (owner,) if owner else (), False)
 
-        self.watched_kinds[key] = asyncio.create_task(
-            self._follow(ref, handle, label_selector=UID_LABEL),
-            name=f"spoke {self.name} {ref.kind}")
+        return handle
 
     def item_conditions(self, kind: str, namespace: str, name: str) -> dict[str, str] | None:
         entry = self.items.get((kind, namespace, name))
@@ -241,6 +253,17 @@ class SpokeLink:
         return ClusterCapacity(name=ClusterName(self.name), nodes=ordered,
                                labels=dict(self.labels), ready=self.health.ready,
                                schedulable=self.schedulable, reservations=reservations)
+
+
+def _cache_key(ref: ResourceRef, obj: Mapping[str, Any]) -> Any:
+    """How each cache of a link keys its objects: nodes by name, pods by uid, wrapped
+    objects by (kind, namespace, name)."""
+    meta = obj.get("metadata") or {}
+    if ref is refs.NODES:
+        return meta.get("name", "")
+    if ref is refs.PODS:
+        return meta.get("uid", "")
+    return (ref.kind, meta.get("namespace", ""), meta.get("name", ""))
 
 
 def _node_ready(node: Mapping[str, Any]) -> bool:
@@ -274,5 +297,3 @@ def _slim(pod: dict[str, Any]) -> dict[str, Any]:
                                       for c in status.get("conditions") or []]}}
 
 
-def log_api_error(cluster: str, err: ApiError) -> None:
-    log.warning("cluster %s: %s", cluster, err)

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mcad.core.progress import completion_types
+
 NAME_LABEL = "appwrapper.mcad.ibm.com"
 """MCAD v1's label: the AppWrapper's name, on objects and pod templates."""
 WORKLOAD_LABEL = "workload.codeflare.dev/appwrapper"
@@ -45,6 +47,8 @@ class WrappedObject:
     kind: str
     name: str
     manifest: dict[str, Any]
+    completion: tuple[str, ...] = ()
+    """The item's ``completionstatus``: condition types that mean it is done."""
 
     @property
     def describe(self) -> str:
@@ -104,7 +108,8 @@ def wrapped_objects(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
         for pod_template in _pod_templates(manifest.get("spec")):
             pod_meta = pod_template.setdefault("metadata", {})
             pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
-        out.append(WrappedObject(index, api_version, kind, obj_name, manifest))
+        completion = completion_types(str(item.get("completionstatus") or ""))
+        out.append(WrappedObject(index, api_version, kind, obj_name, manifest, completion))
     return out
 
 
