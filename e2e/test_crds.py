@@ -107,10 +107,11 @@ async def test_quota_tree_and_spoke_cluster_are_accepted(
             "cluster.codeflare.dev", "v1alpha1", "spokeclusters", f"{namespace}-spoke")
 
 
-def test_kubectl_get_aw_shows_state_cluster_requeues_age(
-    hub_crds: Cluster, kubectl_path: Path
+async def test_kubectl_get_aw_shows_state_cluster_requeues_age(
+    hub_crds: Cluster, kubectl_path: Path, namespace: str
 ) -> None:
-    header = kubectl(kubectl_path, hub_crds, "get", "aw", "-A").splitlines()
-    if header:  # "No resources found" goes to stderr; columns show when objects exist
-        for column in ("STATE", "CLUSTER", "REQUEUES", "AGE"):
-            assert column in header[0]
+    for doc in fixture("aw-job-quota.yaml"):
+        doc["metadata"]["namespace"] = namespace
+        await hub_crds.custom.create_namespaced_custom_object(*AW[:2], namespace, AW[2], doc)
+    header = kubectl(kubectl_path, hub_crds, "get", "aw", "-n", namespace).splitlines()[0]
+    assert header.split() == ["NAME", "STATE", "CLUSTER", "REQUEUES", "AGE"]
