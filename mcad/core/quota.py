@@ -217,19 +217,13 @@ class QuotaForest:
 
     def charge(self, assignment: QuotaAssignment, amount: ResourceList) -> None:
         """Add ``amount`` to the usage of every node on the assignment's paths."""
-        plan = self._structure.plan(assignment)
-        if plan.problem is not None:
-            raise KeyError(plan.problem.message)
-        self._refusals.clear()
-        usage = self._usage
-        items = amount.items()
-        for node_id in plan.ids:
-            node_usage = usage[node_id]
-            for resource, value in items:
-                node_usage[resource] = node_usage.get(resource, 0) + value
+        self._add(assignment, amount, 1)
 
     def release(self, assignment: QuotaAssignment, amount: ResourceList) -> None:
         """Undo ``charge(assignment, amount)``."""
+        self._add(assignment, amount, -1)
+
+    def _add(self, assignment: QuotaAssignment, amount: ResourceList, sign: int) -> None:
         plan = self._structure.plan(assignment)
         if plan.problem is not None:
             raise KeyError(plan.problem.message)
@@ -239,9 +233,9 @@ class QuotaForest:
         for node_id in plan.ids:
             node_usage = usage[node_id]
             for resource, value in items:
-                left = node_usage.get(resource, 0) - value
-                if left:
-                    node_usage[resource] = left
+                total = node_usage.get(resource, 0) + sign * value
+                if total:
+                    node_usage[resource] = total
                 else:
                     node_usage.pop(resource, None)
 
