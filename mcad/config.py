@@ -8,7 +8,7 @@ in a setting's name or value stops ``mcad run`` with one sentence naming the fie
 instead of being silently ignored.
 
 Wire names are camelCase like every Kubernetes object (``starvationSeconds``);
-attributes are snake_case; either is accepted. See ``manifests/mcad-config.yaml`` for
+attributes are snake_case; either is accepted. See ``manifests/base/mcad-config.yaml`` for
 an example that documents every setting.
 """
 

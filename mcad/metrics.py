@@ -89,6 +89,19 @@ _api_errors = Counter(
     "mcad_api_errors_total", "Failed Kubernetes API requests, by cluster and reason.",
     ["cluster", "reason"], registry=REGISTRY)
 
+_leader = Gauge(
+    "mcad_leader", "1 while this replica holds the leader Lease and dispatches, else 0.",
+    registry=REGISTRY)
+_task_restarts = Counter(
+    "mcad_task_restarts_total", "Long-lived controller tasks restarted after they failed, by "
+    "task.", ["task"], registry=REGISTRY)
+_reconcile_errors = Counter(
+    "mcad_reconcile_errors_total", "Reconciles that failed and were retried after a backoff, "
+    "by work queue.", ["queue"], registry=REGISTRY)
+_queue_depth = Gauge(
+    "mcad_workqueue_depth", "Keys waiting in a controller work queue.", ["queue"],
+    registry=REGISTRY)
+
 # The resource names last reported per cluster / quota node, so a resource that
 # disappears loses its series and forgetting removes exactly what was reported.
 _cluster_resources: dict[str, frozenset[str]] = {}
@@ -189,6 +202,26 @@ def forget_quota_node(tree: str, node: str) -> None:
 def count_api_error(cluster: str, reason: str) -> None:
     """A request to ``cluster``'s API server failed (reason: the error's kind)."""
     _api_errors.labels(cluster=cluster, reason=reason).inc()
+
+
+def report_leader(leading: bool) -> None:
+    """Whether this replica leads (dispatches and writes) or stands by."""
+    _leader.set(1 if leading else 0)
+
+
+def count_task_restart(task: str) -> None:
+    """Long-lived task ``task`` failed and is being started again."""
+    _task_restarts.labels(task=task).inc()
+
+
+def count_reconcile_error(queue: str) -> None:
+    """A reconcile taken from work queue ``queue`` failed and will be retried."""
+    _reconcile_errors.labels(queue=queue).inc()
+
+
+def report_queue_depth(queue: str, depth: int) -> None:
+    """How many keys wait in work queue ``queue``."""
+    _queue_depth.labels(queue=queue).set(depth)
 
 
 def render() -> bytes:

@@ -26,7 +26,11 @@ class ListenError(Exception):
     """The server cannot listen on the address given; the message says why."""
 
 
-async def start_server(address: str, *, ready: Callable[[], bool]) -> web.AppRunner:
+Readiness = Callable[[], "bool | tuple[bool, str]"]
+"""True/False, or (ready, the sentence that says why or in what role)."""
+
+
+async def start_server(address: str, *, ready: Readiness) -> web.AppRunner:
     """Serve /metrics, /healthz and /readyz on ``address`` ("host:port"; port 0 picks one).
 
     Returns the running ``AppRunner``; stop it with ``await runner.cleanup()``. Raises
@@ -75,16 +79,18 @@ async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def _readyz(ready: Callable[[], bool]) -> Callable[[web.Request], Awaitable[web.Response]]:
+def _readyz(ready: Readiness) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         try:
-            is_ready = ready()
+            answer = ready()
         except Exception as err:
             log.exception("the readiness check failed")
             return web.Response(status=503, text=f"not ready: the readiness check failed "
                                 f"({type(err).__name__}: {err}).\n")
+        is_ready, why = answer if isinstance(answer, tuple) else (answer, "")
         if is_ready:
-            return web.Response(text="ready")
-        return web.Response(status=503, text="not ready: mcad is still starting (it has not "
-                            "yet read its clusters, quota trees and queues).\n")
+            return web.Response(text=why or "ready")
+        why = why or ("mcad is still starting (it has not yet read its clusters, quota trees "
+                      "and queues)")
+        return web.Response(status=503, text=f"not ready: {why}.\n")
     return handle

@@ -441,7 +441,7 @@ def _hub_sentence(error: GatewayError, path: Path) -> str:
                 "(--hub-kubeconfig, or $KUBECONFIG)")
     if isinstance(error, NotFound) and _kind_missing(error):
         return ("the hub does not serve SpokeClusters (cluster.codeflare.dev/v1alpha1); "
-                "install mcad's CRDs first: kubectl apply -f crds/")
+                "install mcad's CRDs first: kubectl apply -k crds/")
     return f"the hub refused: {detail} (HTTP {error.status})"
 
 

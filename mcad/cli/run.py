@@ -1,9 +1,14 @@
 """``mcad run``: the controller process.
 
-Connects to the hub, serves /metrics, /healthz and /readyz, and runs the controller
-until SIGINT or SIGTERM, then stops every task and closes every connection. Bad
-input (an unreadable kubeconfig, an invalid config file, an address in use) ends
-with one sentence and exit status 1.
+Connects to the hub (a kubeconfig, or the pod's service account inside a cluster),
+serves /metrics, /healthz and /readyz, campaigns for the leader Lease (unless
+``--leader-elect=false``) and runs the controller while it leads, until SIGINT or
+SIGTERM; then it stops every task, gives the Lease up so a standby takes over at once,
+and closes every connection.
+
+Exit status: 0 after a signal; 1 for bad input (an unreadable kubeconfig, an invalid
+config file, an address in use), with one sentence; 70 for a bug in mcad, with the real
+traceback of every failure (never a bare "ExceptionGroup: unhandled errors").
 """
 
 from __future__ import annotations
@@ -18,10 +23,29 @@ from pathlib import Path
 from typing import Any
 
 from mcad.config import ConfigError, RunConfig, load_run_config
+from mcad.controller.leader import LeaderElector, Timings, default_identity
 from mcad.controller.runner import Controller
-from mcad.gateway.connection import connect, default_kubeconfig_path
+from mcad.gateway.connection import (
+    Connection,
+    connect,
+    connect_in_cluster,
+    default_kubeconfig_path,
+    in_cluster,
+)
 from mcad.gateway.errors import BadKubeconfig
-from mcad.server import bound_port, start_server
+from mcad.server import ListenError, bound_port, start_server
+
+EXIT_BUG = 70
+log = logging.getLogger("mcad")
+
+
+def _flag(value: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{value!r} is not true or false")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -30,14 +54,22 @@ def add_parser(subparsers: Any) -> None:
         description="Watch AppWrappers, quota trees and SpokeClusters on the hub and "
                     "dispatch AppWrappers to the clusters where they fit.")
     parser.add_argument("--kubeconfig", type=Path, default=None,
-                        help="the hub's kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+                        help="the hub's kubeconfig (default: $KUBECONFIG, ~/.kube/config, "
+                             "or the pod's service account when run in a cluster)")
     parser.add_argument("--namespace", default=None,
-                        help="where SpokeCluster Secrets live (default: mcad-system)")
+                        help="where SpokeCluster Secrets and the leader Lease live "
+                             "(default: the config's namespace, mcad-system)")
     parser.add_argument("--config", type=Path, default=None, help="policy file (YAML)")
     parser.add_argument("--metrics-address", default="127.0.0.1:8080",
                         help="host:port serving /metrics, /healthz and /readyz")
     parser.add_argument("--health-address", default=None,
                         help="a separate host:port for /healthz and /readyz")
+    parser.add_argument("--leader-elect", type=_flag, default=True, metavar="true|false",
+                        help="campaign for the Lease 'mcad' and dispatch only while holding "
+                             "it (default: true)")
+    parser.add_argument("--local", action="store_true",
+                        help="also dispatch to the hub itself, as cluster 'local' "
+                             "(single-cluster mode without a SpokeCluster object)")
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(command=run_command)
 
@@ -52,41 +84,97 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     if args.namespace:
         config = config.model_copy(update={"namespace": args.namespace})
-    kubeconfig = args.kubeconfig or default_kubeconfig_path()
+    kubeconfig: Path | None = args.kubeconfig
+    if kubeconfig is None:
+        default = default_kubeconfig_path()
+        kubeconfig = None if in_cluster() and not default.exists() else default
     try:
-        return asyncio.run(_run(kubeconfig, config, args.metrics_address, args.health_address))
+        return asyncio.run(_run(kubeconfig, config, args))
     except BadKubeconfig as err:
-        print(f"mcad run: the hub kubeconfig {kubeconfig} cannot be used: {err}",
-              file=sys.stderr)
+        where = f"the hub kubeconfig {kubeconfig}" if kubeconfig else "the in-cluster config"
+        print(f"mcad run: {where} cannot be used: {err}", file=sys.stderr)
         return 1
-    except OSError as err:
-        print(f"mcad run: cannot serve on {args.metrics_address}: {err.strerror}",
-              file=sys.stderr)
+    except ListenError as err:
+        print(f"mcad run: {err}", file=sys.stderr)
         return 1
+    except BaseExceptionGroup as group:
+        for error in _leaves(group):
+            log.critical("mcad stopped on a bug", exc_info=error)
+        return EXIT_BUG
+    except Exception:
+        log.critical("mcad stopped on a bug", exc_info=True)
+        return EXIT_BUG
 
 
-async def _run(kubeconfig: Path, config: RunConfig, metrics_address: str,
-               health_address: str | None) -> int:
-    hub = await connect(kubeconfig, name="hub")
-    controller = Controller(hub=hub, hub_kubeconfig=kubeconfig, config=config)
-    runners = [await start_server(metrics_address, ready=controller.ready)]
-    if health_address:
-        runners.append(await start_server(health_address, ready=controller.ready))
-    logging.getLogger("mcad").info("serving metrics on port %d", bound_port(runners[0]))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    task = asyncio.create_task(controller.run(), name="controller")
-    stopper = asyncio.create_task(stop.wait(), name="stop signal")
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for error in group.exceptions:
+        out.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
+    return out
+
+
+async def _connect_hub(kubeconfig: Path | None, name: str) -> Connection:
+    if kubeconfig is None:
+        return connect_in_cluster(name=name)
+    return await connect(kubeconfig, name=name)
+
+
+async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namespace) -> int:
+    hub = await _connect_hub(kubeconfig, "hub")
+    elector = LeaderElector(hub, namespace=config.namespace, identity=default_identity(),
+                            timings=Timings()) if args.leader_elect else None
+    current: list[Controller] = []
+
+    def readiness() -> tuple[bool, str]:
+        if elector is not None and not elector.leading:
+            return True, f"standby: the Lease {elector.namespace}/{elector.name} is held by " \
+                         f"{elector.holder or 'nobody yet'}"
+        if not current:
+            return False, ""
+        if current[0].ready():
+            return True, "ready"
+        return False, current[0].not_ready_reason()
+
+    async def lead() -> None:
+        controller = Controller(hub=hub, config=config, local=args.local,
+                                connect_hub=lambda name: _connect_hub(kubeconfig, name),
+                                fence=elector.fence if elector is not None else None)
+        current.append(controller)
+        try:
+            await controller.run()
+        finally:
+            current.remove(controller)
+
+    runners = []
     try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        runners.append(await start_server(args.metrics_address, ready=readiness))
+        if args.health_address:
+            runners.append(await start_server(args.health_address, ready=readiness))
+        log.info("serving metrics on port %d", bound_port(runners[0]))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        work = asyncio.create_task(elector.run(lead) if elector is not None else lead(),
+                                   name="leader election" if elector else "controller")
+        stopper = asyncio.create_task(stop.wait(), name="stop signal")
+        try:
+            await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pending in (work, stopper):
+                pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stopper
+            try:
+                await work
+            except asyncio.CancelledError:
+                pass
+            finally:
+                if elector is not None:
+                    await elector.release()
+        log.info("stopped")
+        return 0
     finally:
-        for pending in (task, stopper):
-            pending.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         for runner in runners:
             await runner.cleanup()
         await hub.close()
-    return 0

@@ -36,7 +36,6 @@ class ObjectManager:
         self.config = config
         self.writer = writer
         self.released = released
-        self._namespaces: set[tuple[str, str]] = set()
 
     def plan(self, rec: AppWrapperRecord) -> list[WrappedObject] | Refusal:
         """The objects to create, worked out once per generation of the AppWrapper (each
@@ -84,7 +83,8 @@ class ObjectManager:
 
     async def ensure(self, rec: AppWrapperRecord) -> bool:
         """Create whatever of the AppWrapper is missing on its cluster; True when all is
-        there. A refusal fails the AppWrapper; API errors leave it for a retry."""
+        there. A refusal fails the AppWrapper; an API error is raised, and the work queue
+        retries the AppWrapper after its backoff."""
         link = self.usable_link(rec.cluster)
         if link is None:
             return False
@@ -92,8 +92,7 @@ class ObjectManager:
         resolved = planned if isinstance(planned, Refusal) else await self._refs(link, planned)
         if isinstance(resolved, Refusal):
             await self.clear(rec)
-            async with self.writer.lock(rec.key):
-                await self.refuse(rec, resolved)
+            await self.refuse(rec, resolved)
             return False
         assert link.conn is not None
         try:
@@ -107,27 +106,27 @@ class ObjectManager:
                                                namespace=rec.namespace)
                     if not is_ours(existing, uid=rec.uid):
                         await self.clear(rec)
-                        async with self.writer.lock(rec.key):
-                            await self.refuse(rec, Refusal(
-                                "NameTaken", f"{wrapped.describe} already exists on cluster "
-                                             f"{link.name} and does not belong to this "
-                                             "AppWrapper; rename it or delete the other one"))
+                        await self.refuse(rec, Refusal(
+                            "NameTaken", f"{wrapped.describe} already exists on cluster "
+                                         f"{link.name} and does not belong to this "
+                                         "AppWrapper; rename it or delete the other one"))
                         return False
         except ApiError as err:
             metrics.count_api_error(link.name, err.reason or type(err).__name__)
-            log.warning("creating %s on %s: %s", rec.key, link.name, err)
-            return False
+            if isinstance(err, NotFound):
+                link.namespaces_made.discard(rec.namespace)  # deleted behind our back
+            raise
         rec.objects_ensured = True
         return True
 
     async def _ensure_namespace(self, link: SpokeLink, namespace: str) -> None:
-        if (link.name, namespace) in self._namespaces:
+        if namespace in link.namespaces_made:
             return
         assert link.conn is not None
         with contextlib.suppress(AlreadyExists):
             await verbs.create(link.conn, refs.NAMESPACES, {
                 "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        self._namespaces.add((link.name, namespace))
+        link.namespaces_made.add(namespace)
 
     async def clear(self, rec: AppWrapperRecord) -> int | None:
         """Delete every wrapped object of the AppWrapper on its cluster (one GET and, when

@@ -39,9 +39,29 @@ def resource_version(obj: Mapping[str, Any]) -> int:
         return 0
 
 
+@dataclass(frozen=True)
+class EvictionOrder:
+    """The dispatcher's decision to take a running AppWrapper back, for one dispatch.
+
+    ``dispatch`` is the ``dispatchTimestamp`` of the run it was decided for: an order
+    for a run that has already ended (requeued, completed, deleted) is void, so it can
+    never hit the AppWrapper's next run or a new AppWrapper of the same name.
+    """
+
+    reason: str
+    message: str
+    by: str
+    dispatch: str
+
+
 @dataclass
 class AppWrapperRecord:
-    """One AppWrapper as the controller knows it."""
+    """One AppWrapper as the controller knows it.
+
+    The dispatcher only *records* its decisions here (``assumed_cluster``,
+    ``wanted_pending``, ``eviction``) and queues the key; the reconciler, the one actor
+    per AppWrapper, carries them out.
+    """
 
     obj: dict[str, Any]
     demand: Demand | None = None
@@ -55,7 +75,14 @@ class AppWrapperRecord:
     planned: list[WrappedObject] | Refusal | None = None
     """What to create, from the current generation (``ObjectManager.plan``)."""
     last_pending: tuple[str, str] = ("", "")
+    """The pending reason and message last written to the hub."""
     last_pending_at: datetime | None = None
+    wanted_pending: tuple[str, str] | None = None
+    """The pending reason and message of the last cycle, to be written."""
+    eviction: EvictionOrder | None = None
+    hold_until: datetime | None = None
+    """A failed dispatch persist keeps the AppWrapper out of cycles until then."""
+    persist_failures: int = 0
 
     # -- reading ------------------------------------------------------------------------
     @property

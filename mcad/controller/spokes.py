@@ -1,23 +1,35 @@
-"""One live link per registered cluster: its connection, watches and capacity.
+"""One live link per registered cluster: its connection, watches, probe and capacity.
 
-A ``SpokeLink`` watches the cluster's nodes and pods (list-then-watch, no polling)
-and keeps per-node requested resources current incrementally, so building the
-cluster's ``ClusterCapacity`` for a dispatch cycle costs one pass over the nodes.
-It also watches, per wrapped kind, the objects that carry an AppWrapper uid label,
-to read their conditions for completion. Every change calls ``on_change`` with the
-uids of the AppWrappers it concerns, so the controller reacts to events, not timers.
-A link that cannot connect or whose watches break reports itself not ready, with
-a reason, while the rest of the controller keeps working.
+A ``SpokeLink`` watches the cluster's nodes and pods (``Informer``: list-then-watch, no
+polling) and keeps per-node requested resources current incrementally, so building the
+cluster's ``ClusterCapacity`` for a dispatch cycle costs one pass over the nodes. It
+also watches, per wrapped kind, the objects that carry an AppWrapper uid label, to read
+their conditions for completion. Every change calls ``on_change`` with the uids of the
+AppWrappers it concerns, so the controller reacts to events, not timers.
+
+Health, stated once: the link is ready when it is connected, *every* one of its watches
+has listed and is following, and the cluster answered the last probe (a GET of
+``/readyz`` every few seconds: a paused API server hangs watches without breaking them,
+and only a request with a deadline notices). Otherwise it is not ready and says why
+(``BadKubeconfig``, ``ConnectFailed``, ``Syncing``, ``Unreachable``), while the rest of
+the controller keeps working. ``last_contact`` is when the cluster last answered, which
+is what "lost for spokeLostSeconds" is measured from. The watches and the probe run
+under the link's own ``Supervisor``: a watch that dies is restarted, never silently
+gone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from mcad.controller.clock import utcnow
+from mcad.controller.informer import Informer
+from mcad.controller.supervisor import Supervisor
 from mcad.core.capacity import (
     ClusterCapacity,
     ClusterName,
@@ -29,13 +41,16 @@ from mcad.core.demand import Taint, pod_request
 from mcad.core.resources import EMPTY, ResourceList
 from mcad.core.wrapping import UID_LABEL
 from mcad.gateway import resources as refs
-from mcad.gateway.connection import Connection
-from mcad.gateway.errors import BadKubeconfig, GatewayError
+from mcad.gateway.connection import Connection, WriteFence
+from mcad.gateway.errors import ApiError, BadKubeconfig, GatewayError
 from mcad.gateway.resources import Discovery, ResourceRef
-from mcad.gateway.watch import Changed, Relisted, StreamBroken, watch_objects
 
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")
+PROBE_PERIOD_S = 3.0
+PROBE_TIMEOUT_S = 5.0
+PROBE_FAILURES = 2
+"""Consecutive failed probes after which the cluster is Unreachable."""
 
 
 @dataclass
@@ -55,6 +70,9 @@ class LinkHealth:
     message: str = "connecting to the cluster"
 
 
+Connector = Callable[[], Awaitable[Connection]]
+
+
 @dataclass
 class SpokeLink:
     """Everything the controller knows about one cluster, kept current by watches."""
@@ -63,91 +81,120 @@ class SpokeLink:
     on_change: Callable[[str, Iterable[str], bool], None]
     """Called with (cluster, AppWrapper uids concerned, capacity changed)."""
     on_health: Callable[[str], None]
+    fence: WriteFence | None = None
     conn: Connection | None = None
     discovery: Discovery | None = None
     health: LinkHealth = field(default_factory=LinkHealth)
+    last_contact: datetime | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     schedulable: bool = True
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     requested: dict[str, ResourceList] = field(default_factory=dict)
     pods: dict[str, _Pod] = field(default_factory=dict)
     pods_by_owner: dict[str, set[str]] = field(default_factory=dict)
-    items: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
-    watched_kinds: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
-    synced: set[str] = field(default_factory=set)
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    namespaces_made: set[str] = field(default_factory=set)
+    """Namespaces known to exist on the cluster (reset whenever the link reconnects)."""
+    _informers: dict[str, Informer] = field(default_factory=dict)
+    _kinds: dict[str, Informer] = field(default_factory=dict)
+    _supervisor: Supervisor | None = None
+    _probe_failures: int = 0
     _node_cache: dict[str, NodeCapacity] = field(default_factory=dict)
 
     # -- life ---------------------------------------------------------------------------
-    async def start(self, connect: Callable[[], Any]) -> None:
-        """Connect and start the node and pod watches (errors become health)."""
+    async def run(self, connect: Connector) -> None:
+        """Connect, then keep the watches and the probe running until cancelled.
+
+        A kubeconfig that cannot be used waits here (a new Secret replaces the link); a
+        cluster that cannot be reached raises, so the caller's supervisor retries.
+        """
         try:
-            self.conn = await connect()
+            conn = await connect()
         except BadKubeconfig as err:
             self._set_health(False, "BadKubeconfig", str(err))
-            return
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable") from err  # pragma: no cover
         except GatewayError as err:
             self._set_health(False, "ConnectFailed", str(err))
-            return
-        self.discovery = Discovery(self.conn)
-        self._tasks = [
-            asyncio.create_task(self._follow(refs.NODES, self._on_node),
-                                name=f"spoke {self.name} nodes"),
-            asyncio.create_task(self._follow(refs.PODS, self._on_pod),
-                                name=f"spoke {self.name} pods"),
-        ]
+            raise
+        conn.write_fence = self.fence
+        self.conn, self.discovery = conn, Discovery(conn)
+        self._reset()
+        self._supervisor = Supervisor(prefix=f"spoke {self.name} ")
+        self._informers = {
+            "nodes": Informer(conn, refs.NODES, self._on_node, key=_by_name, keep=_identity,
+                              on_sync=self._on_sync),
+            "pods": Informer(conn, refs.PODS, self._on_pod, key=_by_uid, keep=_identity,
+                             on_sync=self._on_sync),
+        }
+        self._set_health(False, "Syncing", "listing the cluster's nodes and pods")
+        try:
+            await self._supervisor.run(*((name, informer.run)
+                                         for name, informer in self._informers.items()),
+                                       ("probe", self._probe))
+        finally:
+            self._supervisor = None
+            self.conn, self.discovery = None, None
+            self._set_health(False, "Disconnected", "the link to the cluster was stopped")
+            await conn.close()
 
-    async def stop(self) -> None:
-        tasks = [*self._tasks, *self.watched_kinds.values()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._tasks, self.watched_kinds = [], {}
-        if self.conn is not None:
-            await self.conn.close()
-            self.conn = None
+    def _reset(self) -> None:
+        self.nodes.clear()
+        self.requested.clear()
+        self.pods.clear()
+        self.pods_by_owner.clear()
+        self.namespaces_made.clear()
+        self._kinds.clear()
+        self._node_cache.clear()
+        self._probe_failures = 0
 
     def _set_health(self, ready: bool, reason: str, message: str) -> None:
         if (self.health.ready, self.health.reason, self.health.message) != (ready, reason,
                                                                            message):
             self.health = LinkHealth(ready, reason, message)
+            if not ready:
+                log.warning("cluster %s is not ready: %s (%s)", self.name, reason, message)
             self.on_health(self.name)
 
-    async def _follow(self, ref: ResourceRef, handle: Callable[[str, dict[str, Any]], None],
-                      label_selector: str | None = None) -> None:
+    def _refresh_health(self) -> None:
+        """Ready only when connected, answering, and every watch is synced."""
+        if self.conn is None:
+            return
+        if self._probe_failures >= PROBE_FAILURES:
+            self._set_health(False, "Unreachable", f"the API server did not answer "
+                             f"{self._probe_failures} probes in a row")
+            return
+        behind = [name for name, informer in [*self._informers.items(), *self._kinds.items()]
+                  if not informer.synced]
+        if behind:
+            errors = [i.error.message for i in [*self._informers.values(),
+                                                *self._kinds.values()] if i.error]
+            if errors:
+                self._set_health(False, "Unreachable", f"watches of {', '.join(behind)} "
+                                 f"broke: {errors[0]}")
+            else:
+                self._set_health(False, "Syncing", f"listing {', '.join(behind)}")
+            return
+        ready_nodes = sum(1 for n in self.nodes.values() if _node_ready(n))
+        self._set_health(True, "Connected", f"{len(self.nodes)} nodes, {ready_nodes} ready")
+
+    def _on_sync(self, synced: bool, error: ApiError | None) -> None:
+        if synced:
+            self.last_contact = utcnow()
+        self._refresh_health()
+
+    async def _probe(self) -> None:
         assert self.conn is not None
-        async for event in watch_objects(self.conn, ref, label_selector=label_selector):
-            if isinstance(event, StreamBroken):
-                self.synced.discard(ref.plural)
-                self._set_health(False, "Unreachable", event.error.message)
-                continue
-            if isinstance(event, Relisted):
-                self._relist(ref, event.items, handle)
-                self.synced.add(ref.plural)
-                if {"nodes", "pods"} <= self.synced:
-                    ready_nodes = sum(1 for n in self.nodes.values() if _node_ready(n))
-                    self._set_health(True, "Connected",
-                                     f"{len(self.nodes)} nodes, {ready_nodes} ready")
-                continue
-            assert isinstance(event, Changed)
-            handle(event.type, event.obj)
-
-    def _relist(self, ref: ResourceRef, items: list[dict[str, Any]],
-                handle: Callable[[str, dict[str, Any]], None]) -> None:
-        """A full list replaces what was known: what it lacks was deleted meanwhile."""
-        known = self._known(ref)
-        fresh = {_cache_key(ref, i) for i in items}
-        for key in set(known) - fresh:
-            handle("DELETED", known[key])
-        for item in items:
-            handle("ADDED", item)
-
-    def _known(self, ref: ResourceRef) -> dict[Any, dict[str, Any]]:
-        if ref is refs.NODES:
-            return dict(self.nodes)
-        if ref is refs.PODS:
-            return {uid: pod.raw for uid, pod in self.pods.items()}
-        return {key: entry["object"] for key, entry in self.items.items() if key[0] == ref.kind}
+        while True:
+            try:
+                await self.conn.request("GET", "/readyz", timeout=PROBE_TIMEOUT_S, attempts=1)
+            except ApiError as err:
+                self._probe_failures += 1
+                log.debug("probe of %s failed: %s", self.name, err)
+            else:
+                self._probe_failures = 0
+                self.last_contact = utcnow()
+            self._refresh_health()
+            await asyncio.sleep(PROBE_PERIOD_S)
 
     # -- nodes and pods -----------------------------------------------------------------
     def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
@@ -155,7 +202,7 @@ class SpokeLink:
         if kind == "DELETED":
             self.nodes.pop(name, None)
         else:
-            self.nodes[name] = obj
+            self.nodes[name] = _slim_node(obj)
         self._node_cache.pop(name, None)
         self.on_change(self.name, (), True)
 
@@ -170,11 +217,12 @@ class SpokeLink:
             spec = obj.get("spec") or {}
             phase = (obj.get("status") or {}).get("phase", "Pending")
             try:
-                request = pod_request(spec)
+                request = pod_request(spec) if "containers" in spec else \
+                    (old.request if old is not None else EMPTY)
             except ValueError:
                 request = EMPTY
             pod = _Pod(uid, spec.get("nodeName", ""), phase in TERMINAL, request, owner,
-                       _slim(obj))
+                       _slim_pod(obj))
             self.pods[uid] = pod
             self._account(pod, +1)
         new = self.pods.get(uid)
@@ -200,44 +248,31 @@ class SpokeLink:
     def pods_of(self, owner_uid: str) -> list[dict[str, Any]]:
         return [self.pods[u].raw for u in self.pods_by_owner.get(owner_uid, ())]
 
-    def placed_pods_of(self, owner_uid: str) -> int:
-        """Pods of an AppWrapper that no longer need a reservation: bound or finished."""
-        return sum(1 for u in self.pods_by_owner.get(owner_uid, ())
-                   if self.pods[u].node or self.pods[u].terminal)
+    def placed_requests_of(self, owner_uid: str) -> list[ResourceList]:
+        """Requests of the AppWrapper's pods that need no reservation: bound or finished."""
+        return [self.pods[u].request for u in self.pods_by_owner.get(owner_uid, ())
+                if self.pods[u].node or self.pods[u].terminal]
 
     # -- wrapped objects ----------------------------------------------------------------
     def watch_kind(self, ref: ResourceRef) -> None:
         """Follow objects of this kind that carry an AppWrapper uid label (once)."""
-        key = (ref.api_version, ref.kind)
-        if key in self.watched_kinds or key == ("v1", "Pod"):
+        if ref.kind in self._kinds or (ref.api_version, ref.kind) == ("v1", "Pod") \
+                or self.conn is None or self._supervisor is None:
             return
-        self.watched_kinds[key] = asyncio.create_task(
-            self._follow(ref, self.item_handler(ref), label_selector=UID_LABEL),
-            name=f"spoke {self.name} {ref.kind}")
+        informer = Informer(self.conn, ref, self._item_handler, label_selector=UID_LABEL,
+                            keep=_slim_item, on_sync=self._on_sync)
+        self._kinds[ref.kind] = informer
+        self._supervisor.spawn(ref.kind, informer.run)
+        self._refresh_health()
 
-    def item_handler(self, ref: ResourceRef) -> Callable[[str, dict[str, Any]], None]:
-        """What a watch event of a wrapped object of this kind does to the cache: keep
-        its conditions (for completion) and tell the owner AppWrapper."""
-
-        def handle(kind: str, obj: dict[str, Any]) -> None:
-            meta = obj.get("metadata") or {}
-            item_key = _cache_key(ref, obj)
-            if kind == "DELETED":
-                self.items.pop(item_key, None)
-            else:
-                self.items[item_key] = {
-                    "object": {"metadata": {k: meta.get(k) for k in
-                                            ("name", "namespace", "labels")}},
-                    "conditions": {c.get("type", ""): c.get("status", "")
-                                   for c in (obj.get("status") or {}).get("conditions") or []
-                                   if isinstance(c, dict)}}
-            owner = (meta.get("labels") or {}).get(UID_LABEL, "")
-            self.on_change(self.name, (owner,) if owner else (), False)
-
-        return handle
+    def _item_handler(self, kind: str, obj: dict[str, Any]) -> None:
+        owner = ((obj.get("metadata") or {}).get("labels") or {}).get(UID_LABEL, "")
+        self.on_change(self.name, (owner,) if owner else (), False)
 
     def item_conditions(self, kind: str, namespace: str, name: str) -> dict[str, str] | None:
-        entry = self.items.get((kind, namespace, name))
+        """The conditions (type -> status) of a wrapped object as last seen; None if absent."""
+        informer = self._kinds.get(kind)
+        entry = None if informer is None else informer.objects.get((namespace, name))
         return None if entry is None else dict(entry["conditions"])
 
     # -- capacity -----------------------------------------------------------------------
@@ -255,15 +290,19 @@ class SpokeLink:
                                schedulable=self.schedulable, reservations=reservations)
 
 
-def _cache_key(ref: ResourceRef, obj: Mapping[str, Any]) -> Any:
-    """How each cache of a link keys its objects: nodes by name, pods by uid, wrapped
-    objects by (kind, namespace, name)."""
+def _by_name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _by_uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid", ""))
+
+
+def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What an informer keeps of a node or pod: enough to say which one was deleted (the
+    link keeps the fields it reads itself)."""
     meta = obj.get("metadata") or {}
-    if ref is refs.NODES:
-        return meta.get("name", "")
-    if ref is refs.PODS:
-        return meta.get("uid", "")
-    return (ref.kind, meta.get("namespace", ""), meta.get("name", ""))
+    return {"metadata": {k: meta.get(k) for k in ("name", "namespace", "uid", "labels")}}
 
 
 def _node_ready(node: Mapping[str, Any]) -> bool:
@@ -285,7 +324,20 @@ def _node_capacity(node: Mapping[str, Any], requested: ResourceList) -> NodeCapa
                         unschedulable=bool(spec.get("unschedulable")), ready=_node_ready(node))
 
 
-def _slim(pod: dict[str, Any]) -> dict[str, Any]:
+def _slim_node(node: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a node that capacity reads (not its images or addresses)."""
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, \
+        node.get("status") or {}
+    return {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+            "spec": {"taints": spec.get("taints") or [],
+                     "unschedulable": spec.get("unschedulable", False)},
+            "status": {"allocatable": status.get("allocatable"),
+                       "capacity": status.get("capacity"),
+                       "conditions": [{"type": c.get("type"), "status": c.get("status")}
+                                      for c in status.get("conditions") or []]}}
+
+
+def _slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """The fields of a pod the controller reads (keeps memory per pod small)."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
@@ -297,3 +349,10 @@ def _slim(pod: dict[str, Any]) -> dict[str, Any]:
                                       for c in status.get("conditions") or []]}}
 
 
+def _slim_item(obj: dict[str, Any]) -> dict[str, Any]:
+    """A wrapped object as completion reads it: identity and conditions."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta.get(k) for k in ("name", "namespace", "labels")},
+            "conditions": {c.get("type", ""): c.get("status", "")
+                           for c in (obj.get("status") or {}).get("conditions") or []
+                           if isinstance(c, dict)}}

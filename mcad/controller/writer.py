@@ -2,9 +2,8 @@
 
 Every write carries the resourceVersion it was computed from, so a decision made
 on a stale view fails with Conflict instead of overwriting a newer one (a pending
-reason can never undo a dispatch). Writes for one AppWrapper are serialized by a
-lock per key; successful writes update the record at once, so the next decision
-does not wait for the watch to echo them.
+reason can never undo a dispatch). Successful writes update the record at once,
+so the next decision does not wait for the watch to echo them.
 """
 
 from __future__ import annotations
@@ -47,21 +46,16 @@ def set_condition(conditions: list[dict[str, Any]], *, type_: str, status: str, 
 
 
 class HubWriter:
-    """Status, finalizer and Event writes for AppWrappers on the hub."""
+    """Status, finalizer and Event writes for AppWrappers on the hub.
+
+    Not locked: every write about one AppWrapper happens in its reconcile, and the work
+    queue never runs two reconciles of one key at once.
+    """
 
     def __init__(self, hub: Connection) -> None:
         self.hub = hub
-        self._locks: dict[str, asyncio.Lock] = {}
         self._events = asyncio.Semaphore(4)
-
-    def lock(self, key: str) -> asyncio.Lock:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = self._locks[key] = asyncio.Lock()
-        return lock
-
-    def forget(self, key: str) -> None:
-        self._locks.pop(key, None)
+        self._posting: set[asyncio.Task[None]] = set()
 
     async def patch_status(self, rec: AppWrapperRecord, status: Mapping[str, Any], *,
                            conditions: tuple[tuple[str, str, str, str], ...] = ()
@@ -113,9 +107,10 @@ class HubWriter:
     def event(self, rec: AppWrapperRecord, *, reason: str, message: str,
               warning: bool = False) -> None:
         """Record a Kubernetes Event for the AppWrapper (in the background, best effort)."""
-        asyncio.get_running_loop().create_task(self._post_event(rec.obj, reason, message,
-                                                                warning),
-                                               name=f"event {rec.key} {reason}")
+        task = asyncio.get_running_loop().create_task(
+            self._post_event(rec.obj, reason, message, warning), name=f"event {rec.key} {reason}")
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
 
     async def _post_event(self, obj: Mapping[str, Any], reason: str, message: str,
                           warning: bool) -> None:

@@ -1,13 +1,17 @@
 """A connection to one cluster: kubeconfig in, authenticated JSON requests out.
 
-kubernetes_asyncio reads the kubeconfig (TLS, tokens, client certificates, exec
-plugins) and builds the aiohttp session; requests then go as raw JSON on that
-session, which is several times faster than the generated models for the pod and
-node lists the controller watches, and works the same for any wrapped kind.
+kubernetes_asyncio reads the kubeconfig (or the pod's in-cluster service account) and
+builds the TLS session; requests then go as raw JSON through a ``Transport``
+(``mcad.gateway.transport``), which is several times faster than the generated models
+for the pod and node lists the controller watches, works the same for any wrapped
+kind, and is the seam tests replace.
 
 Every request is retried (tenacity) on connection failures, 429 and 5xx, waiting
 what Retry-After says when the server says it; other errors are raised at once as
-``mcad.gateway.errors`` classes.
+``mcad.gateway.errors`` classes. The bearer token is asked for on every request, so
+a rotated service-account token is picked up without a restart. A ``write_fence``
+(the leader election's) is consulted before every write: a replica that is no longer
+sure to lead cannot change anything, whatever task is still running.
 """
 
 from __future__ import annotations
@@ -16,11 +20,10 @@ import json
 import os
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
@@ -36,8 +39,16 @@ from mcad.gateway.errors import (
     RETRYABLE,
     ApiError,
     BadKubeconfig,
+    BadResponse,
     Unreachable,
     error_for,
+)
+from mcad.gateway.transport import (
+    AiohttpTransport,
+    Reply,
+    StreamRefused,
+    Transport,
+    TransportError,
 )
 
 JSON = "application/json"
@@ -45,6 +56,14 @@ MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 REQUEST_TIMEOUT_S = 30.0
 ATTEMPTS = 5
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""Longest watch event accepted. etcd refuses objects over 1.5 MiB by default, so a line
+this long is garbage; anything shorter (a 700 kB AppWrapper) is read whole."""
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+Headers = Callable[[], Awaitable[dict[str, str]]]
+WriteFence = Callable[[], None]
+"""Raises (``Fenced``) when this process may not write; returns otherwise."""
 
 
 class _RetryAfterWait(wait_exponential):
@@ -59,96 +78,149 @@ class _RetryAfterWait(wait_exponential):
         return float(super().__call__(retry_state))
 
 
+async def _no_headers() -> dict[str, str]:
+    return {}
+
+
 class Connection:
     """Authenticated access to one API server."""
 
-    def __init__(self, *, name: str, api: k8s_client.ApiClient) -> None:
+    def __init__(self, *, name: str, host: str, transport: Transport,
+                 auth: Headers = _no_headers, attempts: int = ATTEMPTS) -> None:
         self.name = name
-        self._api = api
-        cfg = api.configuration
-        self.host: str = str(cfg.host).rstrip("/")
-        self._headers: dict[str, str] = {"Accept": JSON}
-        token = cfg.api_key.get("BearerToken") or cfg.api_key.get("authorization")
-        if token:
-            self._headers["Authorization"] = str(token)
-
-    @property
-    def _session(self) -> aiohttp.ClientSession:
-        session: aiohttp.ClientSession = self._api.rest_client.pool_manager
-        return session
+        self.host = host.rstrip("/")
+        self.transport = transport
+        self._auth = auth
+        self.attempts = attempts
+        self.write_fence: WriteFence | None = None
 
     async def close(self) -> None:
-        await self._api.close()
+        await self.transport.close()
+
+    async def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        headers = {"Accept": JSON, **await self._auth()}
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
 
     # -- single requests ----------------------------------------------------------------
     async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
                       body: Any = None, content_type: str = JSON,
-                      timeout: float = REQUEST_TIMEOUT_S) -> dict[str, Any]:
-        """Send one request (retried when that is safe) and return the JSON answer."""
+                      timeout: float = REQUEST_TIMEOUT_S, attempts: int | None = None,
+                      fenced: bool = True) -> dict[str, Any]:
+        """Send one request (retried when that is safe) and return the JSON answer.
+
+        ``attempts`` overrides the connection's retry count; ``fenced=False`` skips the
+        write fence (for the Lease itself, which is how a replica becomes the leader).
+        """
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(RETRYABLE),
             wait=_RetryAfterWait(multiplier=0.1, max=5.0),
-            stop=stop_after_attempt(ATTEMPTS) | stop_after_delay(60),
+            stop=stop_after_attempt(attempts or self.attempts) | stop_after_delay(60),
             reraise=True,
         ):
             with attempt:
                 return await self._once(method, path, params=params, body=body,
-                                        content_type=content_type, timeout=timeout)
+                                        content_type=content_type, timeout=timeout,
+                                        fenced=fenced)
         raise AssertionError("unreachable")  # pragma: no cover - tenacity reraises
 
     async def _once(self, method: str, path: str, *, params: Mapping[str, str] | None,
-                    body: Any, content_type: str, timeout: float) -> dict[str, Any]:
-        headers = dict(self._headers)
-        data: bytes | None = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            data = json.dumps(body).encode()
+                    body: Any, content_type: str, timeout: float,
+                    fenced: bool) -> dict[str, Any]:
+        if fenced and method != "GET" and self.write_fence is not None:
+            self.write_fence()
+        data = None if body is None else json.dumps(body).encode()
+        headers = await self._headers(content_type if data is not None else None)
         try:
-            async with self._session.request(
-                method, self.host + path, params=dict(params or {}), data=data,
-                headers=headers, timeout=aiohttp.ClientTimeout(total=timeout),
-            ) as resp:
-                raw = await resp.read()
-                status = resp.status
-                retry_after = resp.headers.get("Retry-After")
-        except (TimeoutError, aiohttp.ClientError, OSError) as err:
-            raise Unreachable(f"cannot reach {self.host} ({type(err).__name__}: {err})",
-                              cluster=self.name) from err
-        try:
-            answer: Any = json.loads(raw) if raw else {}
-        except ValueError:
-            answer = {"message": raw[:200].decode(errors="replace")}
-        if not 200 <= status < 300:
-            raise error_for(status, answer if isinstance(answer, dict) else {},
-                            cluster=self.name,
-                            retry_after=float(retry_after) if retry_after and
-                            retry_after.isdigit() else None)
-        return answer if isinstance(answer, dict) else {"items": answer}
+            reply = await self.transport.send(method, self.host + path, params=params or {},
+                                              body=data, headers=headers, timeout=timeout)
+        except TransportError as err:
+            raise Unreachable(f"cannot reach {self.host} ({err})", cluster=self.name) from err
+        answer = _decode(reply)
+        if not 200 <= reply.status < 300:
+            raise error_for(reply.status, answer, cluster=self.name,
+                            retry_after=float(reply.retry_after) if reply.retry_after and
+                            reply.retry_after.isdigit() else None)
+        return answer
 
     # -- streams ------------------------------------------------------------------------
     async def stream_lines(self, path: str, *, params: Mapping[str, str],
                            read_timeout: float) -> AsyncIterator[dict[str, Any]]:
-        """The JSON lines of a watch response, until the server closes it."""
+        """The JSON lines of a watch response, until the server closes it.
+
+        Lines are split here, not by aiohttp (whose line reader gives up at 128 KiB, less
+        than one large AppWrapper); a line over ``MAX_LINE_BYTES`` or one that is not a
+        JSON object ends the stream with ``BadResponse``, which a watch answers by
+        relisting, like any other broken stream.
+        """
+        headers = await self._headers()
+        buffer = bytearray()
         try:
-            async with self._session.get(
-                self.host + path, params=dict(params), headers=self._headers,
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=read_timeout,
-                                              sock_connect=REQUEST_TIMEOUT_S),
-            ) as resp:
-                if resp.status != 200:
-                    raw = await resp.read()
-                    try:
-                        body = json.loads(raw)
-                    except ValueError:
-                        body = {}
-                    raise error_for(resp.status, body if isinstance(body, dict) else {},
-                                    cluster=self.name)
-                async for line in resp.content:
+            async for chunk in self.transport.stream(
+                    self.host + path, params=params, headers=headers,
+                    read_timeout=read_timeout, connect_timeout=REQUEST_TIMEOUT_S):
+                buffer += chunk
+                while True:
+                    end = buffer.find(b"\n")
+                    if end < 0:
+                        break
+                    line = bytes(buffer[:end])
+                    del buffer[:end + 1]
                     if line.strip():
-                        yield json.loads(line)
-        except (TimeoutError, aiohttp.ClientError, OSError) as err:
-            raise Unreachable(f"watch on {self.host} broke ({type(err).__name__}: {err})",
-                              cluster=self.name) from err
+                        yield self._line(line)
+                if len(buffer) > MAX_LINE_BYTES:
+                    raise BadResponse(f"a watch event on {self.host} is longer than "
+                                      f"{MAX_LINE_BYTES} bytes", cluster=self.name)
+            if buffer.strip():
+                yield self._line(bytes(buffer))
+        except TransportError as err:
+            raise Unreachable(f"watch on {self.host} broke ({err})", cluster=self.name) from err
+        except StreamRefused as refused:
+            raise error_for(refused.reply.status, _decode(refused.reply),
+                            cluster=self.name) from None
+
+    def _line(self, line: bytes) -> dict[str, Any]:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict):
+            raise BadResponse(f"a watch event on {self.host} is not a JSON object: "
+                              f"{line[:80]!r}", cluster=self.name)
+        return event
+
+
+def _decode(reply: Reply) -> dict[str, Any]:
+    """The answer's JSON object; a non-JSON body becomes ``{"message": ...}``."""
+    try:
+        answer: Any = json.loads(reply.body) if reply.body else {}
+    except ValueError:
+        return {"message": reply.body[:200].decode(errors="replace")}
+    if isinstance(answer, dict):
+        return answer
+    return {"items": answer} if isinstance(answer, list) else {}
+
+
+def from_configuration(cfg: k8s_client.Configuration, *, name: str) -> Connection:
+    """A connection from a loaded kubernetes_asyncio configuration."""
+    if not str(cfg.host or "").startswith(("https://", "http://")):
+        raise BadKubeconfig(f"the kubeconfig's server {cfg.host!r} is not an http(s) URL")
+    try:
+        api = k8s_client.ApiClient(cfg)
+    except (ssl.SSLError, ValueError, OSError) as err:  # bad CA or client certificate data
+        reason = getattr(err, "reason", None) or err
+        raise BadKubeconfig(f"its TLS certificates are not valid ({reason})") from err
+
+    async def auth() -> dict[str, str]:
+        token = await cfg.get_api_key_with_prefix("BearerToken")
+        if token:
+            return {"Authorization": str(token)}
+        basic = cfg.get_basic_auth_token() if cfg.username or cfg.password else None
+        return {"Authorization": str(basic)} if basic else {}
+
+    transport = AiohttpTransport(api.rest_client.pool_manager)
+    return Connection(name=name, host=str(cfg.host), transport=transport, auth=auth)
 
 
 async def connect(kubeconfig: Mapping[str, Any] | str | Path, *, name: str,
@@ -179,14 +251,24 @@ async def connect(kubeconfig: Mapping[str, Any] | str | Path, *, name: str,
             temp_file_path=tempfile.gettempdir())
     except Exception as err:  # the loader raises many types for bad input
         raise BadKubeconfig(f"the kubeconfig cannot be used: {err}") from err
-    if not str(cfg.host or "").startswith(("https://", "http://")):
-        raise BadKubeconfig(f"the kubeconfig's server {cfg.host!r} is not an http(s) URL")
+    return from_configuration(cfg, name=name)
+
+
+def in_cluster() -> bool:
+    """True inside a pod with a mounted service-account token."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and \
+        (SERVICE_ACCOUNT_DIR / "token").is_file()
+
+
+def connect_in_cluster(*, name: str) -> Connection:
+    """A connection as the pod's service account (its token re-read as kubelet rotates it)."""
+    cfg = k8s_client.Configuration()
     try:
-        api = k8s_client.ApiClient(cfg)
-    except (ssl.SSLError, ValueError, OSError) as err:  # bad CA or client certificate data
-        reason = getattr(err, "reason", None) or err
-        raise BadKubeconfig(f"its TLS certificates are not valid ({reason})") from err
-    return Connection(name=name, api=api)
+        k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=cfg, try_refresh_token=True)
+    except Exception as err:
+        raise BadKubeconfig(f"the in-cluster service account cannot be used: {err}") from err
+    return from_configuration(cfg, name=name)
 
 
 def default_kubeconfig_path() -> Path:

@@ -82,6 +82,14 @@ class ServerError(ApiError):
     status = 500
 
 
+class BadResponse(ApiError):
+    """The server's answer could not be read (a watch line too long, not JSON)."""
+
+
+class Fenced(ApiError):
+    """This process may not write now: it is not (or no longer surely) the leader."""
+
+
 class UnknownKind(ApiError):
     """Discovery does not know this apiVersion/kind on this cluster."""
 

@@ -2,7 +2,8 @@
 
 Thin on purpose: each is one request on a ``ResourceRef`` path, retried by the
 connection; conflicts and missing objects surface as ``Conflict`` / ``NotFound``
-for the caller to decide about.
+for the caller to decide about. ``options`` pass through to ``Connection.request``
+(``timeout``, ``attempts``, ``fenced``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ Obj = dict[str, Any]
 
 
 async def get(conn: Connection, ref: ResourceRef, name: str, *,
-              namespace: str | None = None) -> Obj:
-    return await conn.request("GET", ref.path(namespace=namespace, name=name))
+              namespace: str | None = None, **options: Any) -> Obj:
+    return await conn.request("GET", ref.path(namespace=namespace, name=name), **options)
 
 
 async def list_all(conn: Connection, ref: ResourceRef, *, namespace: str | None = None,
@@ -37,31 +38,33 @@ async def list_all(conn: Connection, ref: ResourceRef, *, namespace: str | None 
 
 
 async def create(conn: Connection, ref: ResourceRef, obj: Obj, *,
-                 namespace: str | None = None) -> Obj:
-    return await conn.request("POST", ref.path(namespace=namespace), body=obj)
+                 namespace: str | None = None, **options: Any) -> Obj:
+    return await conn.request("POST", ref.path(namespace=namespace), body=obj, **options)
 
 
 async def merge_patch(conn: Connection, ref: ResourceRef, name: str, patch: Obj, *,
-                      namespace: str | None = None, subresource: str | None = None) -> Obj:
+                      namespace: str | None = None, subresource: str | None = None,
+                      **options: Any) -> Obj:
     return await conn.request("PATCH", ref.path(namespace=namespace, name=name,
                                                 subresource=subresource),
-                              body=patch, content_type=MERGE_PATCH)
+                              body=patch, content_type=MERGE_PATCH, **options)
 
 
 async def replace(conn: Connection, ref: ResourceRef, obj: Obj, *,
-                  subresource: str | None = None) -> Obj:
+                  subresource: str | None = None, **options: Any) -> Obj:
     """PUT with the object's resourceVersion: fails with Conflict if it moved on."""
     meta = obj["metadata"]
     return await conn.request("PUT", ref.path(namespace=meta.get("namespace"),
                                               name=meta["name"], subresource=subresource),
-                              body=obj)
+                              body=obj, **options)
 
 
 async def delete(conn: Connection, ref: ResourceRef, name: str, *,
                  namespace: str | None = None, propagation: str = "Background",
-                 grace_seconds: int | None = None) -> Obj:
+                 grace_seconds: int | None = None, **options: Any) -> Obj:
     body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1",
                             "propagationPolicy": propagation}
     if grace_seconds is not None:
         body["gracePeriodSeconds"] = grace_seconds
-    return await conn.request("DELETE", ref.path(namespace=namespace, name=name), body=body)
+    return await conn.request("DELETE", ref.path(namespace=namespace, name=name), body=body,
+                              **options)

@@ -14,10 +14,9 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from mcad.gateway.connection import Connection
-from mcad.gateway.errors import ApiError, Gone
+from mcad.gateway.errors import ApiError, BadResponse, Gone
 from mcad.gateway.objects import Obj, list_all
 from mcad.gateway.resources import ResourceRef
 
@@ -88,7 +87,10 @@ async def _watch_from(conn: Connection, ref: ResourceRef, version: str, *,
     async for line in conn.stream_lines(ref.path(namespace=namespace), params=params,
                                         read_timeout=WATCH_SECONDS + 30):
         kind = line.get("type")
-        obj: dict[str, Any] = line.get("object") or {}
+        obj = line.get("object") or {}
+        if not isinstance(obj, dict):
+            raise BadResponse(f"a watch event's object is not an object: {obj!r:.80}",
+                              cluster=conn.name)
         if kind == "BOOKMARK":
             yield str(obj.get("metadata", {}).get("resourceVersion", version))
         elif kind == "ERROR":

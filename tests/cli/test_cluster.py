@@ -251,7 +251,7 @@ async def test_a_hub_without_the_crds_says_to_install_them(
     assert (code, out) == (1, "")
     assert err == ("mcad cluster list: the hub does not serve SpokeClusters "
                    "(cluster.codeflare.dev/v1alpha1); install mcad's CRDs first: kubectl "
-                   "apply -f crds/.\n")
+                   "apply -k crds/.\n")
 
 
 def test_an_unreachable_hub_is_one_sentence(tmp_path: Path,

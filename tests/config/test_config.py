@@ -16,7 +16,7 @@ from mcad.core.cycle import CyclePolicy
 from mcad.core.placement import PlacementPolicy
 from mcad.core.requeue import GrowthType, RequeuePolicy
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "mcad-config.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "base" / "mcad-config.yaml"
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -1,17 +1,44 @@
-"""A spoke link's caches after a relist: what the new list lacks was deleted while the
-watch was down, for nodes, pods and wrapped objects alike (a stale wrapped object's
-conditions, e.g. Failed=True, must not outlive it)."""
+"""A spoke link over a scripted spoke: caches follow lists and watches (a relist drops
+what was deleted meanwhile, for nodes, pods and wrapped objects alike, so a stale
+Failed=True cannot outlive its Job), and health is ready only while every watch is
+synced and the API server answers its probe."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
+import pytest
+import pytest_asyncio
+
+from mcad.controller import spokes as spokes_module
 from mcad.controller.spokes import SpokeLink
 from mcad.core.wrapping import UID_LABEL
-from mcad.gateway import resources as refs
+from mcad.gateway.connection import Connection
 from mcad.gateway.resources import ResourceRef
+from mcad.gateway.transport import TransportError
+from tests.gateway.scripted import ScriptedTransport, listing, reply
+from tests.metrics.sample import sample
 
+pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
 JOBS = ResourceRef("batch/v1", "Job", "jobs", namespaced=True)
+GPU = "nvidia.com/gpu"
+
+
+def node(name: str, gpus: int = 8) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {}},
+            "status": {"allocatable": {GPU: str(gpus), "cpu": "32"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod(uid: str, node_name: str, gpus: int = 2, owner: str = "u1") -> dict[str, Any]:
+    return {"metadata": {"name": uid, "namespace": "ns", "uid": uid,
+                         "labels": {UID_LABEL: owner}},
+            "spec": {"nodeName": node_name, "containers": [
+                {"name": "c", "resources": {"requests": {GPU: str(gpus)}}}]},
+            "status": {"phase": "Running"}}
 
 
 def job(name: str, **conditions: str) -> dict[str, Any]:
@@ -19,36 +46,130 @@ def job(name: str, **conditions: str) -> dict[str, Any]:
             "status": {"conditions": [{"type": t, "status": s} for t, s in conditions.items()]}}
 
 
-def pod(uid: str, node: str) -> dict[str, Any]:
-    return {"metadata": {"name": uid, "namespace": "ns", "uid": uid,
-                         "labels": {UID_LABEL: "u1"}},
-            "spec": {"nodeName": node, "containers": [
-                {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "2"}}}]},
-            "status": {"phase": "Running"}}
+@dataclass
+class Running:
+    link: SpokeLink
+    spoke: ScriptedTransport
+    changes: list[tuple[str, tuple[str, ...], bool]]
+    task: asyncio.Task[None]
 
 
-def link() -> tuple[SpokeLink, list[tuple[str, tuple[str, ...], bool]]]:
+@pytest_asyncio.fixture(loop_scope="function")
+async def running() -> AsyncIterator[Running]:
+    spoke = ScriptedTransport()
+    spoke.on("GET", "/readyz", reply(200))
     changes: list[tuple[str, tuple[str, ...], bool]] = []
-    spoke = SpokeLink(name="s", on_change=lambda c, uids, cap: changes.append(
+    link = SpokeLink(name="east", on_change=lambda c, uids, cap: changes.append(
         (c, tuple(uids), cap)), on_health=lambda _c: None)
-    return spoke, changes
+
+    async def connect() -> Connection:
+        return spoke.connection("east")
+
+    spoke.on("GET", "/api/v1/nodes", listing([node("n1"), node("n2")]),
+             listing([node("n1")]))
+    spoke.on("GET", "/api/v1/pods", listing([pod("a", "n1"), pod("b", "n1")]),
+             listing([pod("b", "n1")]))
+    task = asyncio.create_task(link.run(connect))
+    yield Running(link, spoke, changes, task)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
 
 
-def test_a_relist_drops_wrapped_objects_deleted_meanwhile() -> None:
-    spoke, changes = link()
-    handle = spoke.item_handler(JOBS)
-    spoke._relist(JOBS, [job("old", Failed="True"), job("kept", Complete="False")], handle)
-    assert spoke.item_conditions("Job", "ns", "old") == {"Failed": "True"}
-    spoke._relist(JOBS, [job("kept", Complete="True")], handle)
-    assert spoke.item_conditions("Job", "ns", "old") is None
-    assert spoke.item_conditions("Job", "ns", "kept") == {"Complete": "True"}
-    assert ("s", ("u1",), False) in changes
+async def settle() -> None:
+    await asyncio.sleep(0.1)
 
 
-def test_a_relist_drops_pods_deleted_meanwhile_and_frees_their_node() -> None:
-    spoke, _ = link()
-    spoke._relist(refs.PODS, [pod("a", "n1"), pod("b", "n1")], spoke._on_pod)
-    assert spoke.requested["n1"]["nvidia.com/gpu"] == 4 * 10**9
-    spoke._relist(refs.PODS, [pod("b", "n1")], spoke._on_pod)
-    assert spoke.requested["n1"]["nvidia.com/gpu"] == 2 * 10**9
-    assert [p["metadata"]["uid"] for p in spoke.pods_of("u1")] == ["b"]
+def break_watch(spoke: ScriptedTransport, path: str) -> None:
+    """Break the watch of ``path`` that runs now."""
+    spoke.live[path].fail(TransportError("connection reset by peer"))
+
+
+async def test_ready_once_nodes_and_pods_are_listed(running: Running) -> None:
+    await settle()
+    assert running.link.health.ready, running.link.health
+    assert running.link.health.message == "2 nodes, 2 ready"
+    assert running.link.requested["n1"][GPU] == 4 * 10**9
+    assert running.link.capacity().free()[GPU] == 12 * 10**9
+
+
+async def test_a_relist_drops_pods_and_nodes_deleted_meanwhile(running: Running) -> None:
+    await settle()
+    # Both watches break; the next lists lack pod "a" and node "n2".
+    break_watch(running.spoke, "/api/v1/pods")
+    break_watch(running.spoke, "/api/v1/nodes")
+    await asyncio.sleep(5)
+    link = running.link
+    assert sorted(link.nodes) == ["n1"]
+    assert [p["metadata"]["uid"] for p in link.pods_of("u1")] == ["b"]
+    assert link.requested["n1"][GPU] == 2 * 10**9
+    assert link.health.ready
+
+
+async def test_a_relist_drops_wrapped_objects_deleted_meanwhile(running: Running) -> None:
+    await settle()
+    running.spoke.on("GET", "/apis/batch/v1/jobs",
+                     listing([job("old", Failed="True"), job("kept", Complete="False")]),
+                     listing([job("kept", Complete="True")]))
+    running.link.watch_kind(JOBS)
+    await settle()
+    break_watch(running.spoke, "/apis/batch/v1/jobs")
+    assert running.link.item_conditions("Job", "ns", "old") == {"Failed": "True"}
+    await asyncio.sleep(5)
+    assert running.link.item_conditions("Job", "ns", "old") is None
+    assert running.link.item_conditions("Job", "ns", "kept") == {"Complete": "True"}
+    assert ("east", ("u1",), False) in running.changes
+
+
+async def test_not_ready_while_a_wrapped_kind_is_not_listed(running: Running) -> None:
+    await settle()
+    assert running.link.health.ready
+    running.spoke.on("GET", "/apis/batch/v1/jobs", TransportError("refused"))
+    running.link.watch_kind(JOBS)
+    await asyncio.sleep(3)
+    assert not running.link.health.ready
+    assert running.link.health.reason == "Unreachable"
+    assert "Job" in running.link.health.message
+    running.spoke.only("GET", "/apis/batch/v1/jobs", listing([]))
+    await asyncio.sleep(60)
+    assert running.link.health.ready
+
+
+async def test_an_api_server_that_stops_answering_probes_is_unreachable(
+        running: Running) -> None:
+    await settle()
+    first_contact = running.link.last_contact
+    running.spoke.only("GET", "/readyz", TransportError("timed out"))
+    await asyncio.sleep(spokes_module.PROBE_PERIOD_S * 3)
+    assert not running.link.health.ready
+    assert running.link.health.reason == "Unreachable"
+    lost_since = running.link.last_contact
+    assert lost_since is not None and first_contact is not None
+    running.spoke.only("GET", "/readyz", reply(200))
+    await asyncio.sleep(spokes_module.PROBE_PERIOD_S * 2)
+    assert running.link.health.ready
+
+
+async def test_a_watch_task_that_crashes_is_restarted(running: Running,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    await settle()
+    before = sample("mcad_task_restarts_total", task="spoke east pods") or 0
+    calls = 0
+    original = running.link._on_pod
+
+    def explode_once(kind: str, obj: dict[str, Any]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise KeyError("a bug in a handler")
+        original(kind, obj)
+
+    monkeypatch.setattr(running.link, "_on_pod", explode_once)
+    for informer in running.link._informers.values():
+        if informer.ref.plural == "pods":
+            informer.handle = explode_once
+    running.spoke.watch("/api/v1/pods").event("ADDED", pod("c", "n2"))
+    break_watch(running.spoke, "/api/v1/pods")
+    await asyncio.sleep(10)
+    assert (sample("mcad_task_restarts_total", task="spoke east pods") or 0) == before + 1
+    assert running.link.health.ready

@@ -1,0 +1,126 @@
+"""What the controller reads from the hub: AppWrappers, quota trees, spokes, Secrets.
+
+Four informers keep the caches of ``ControllerState``; their handlers only update
+caches and say who should look again (the AppWrapper's key to the work queue, the
+dispatcher for a cycle, the spoke links for a new kubeconfig). No decision is made and
+nothing is written here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from mcad.config import RunConfig
+from mcad.controller.dispatcher import Dispatcher
+from mcad.controller.informer import Informer
+from mcad.controller.records import AppWrapperRecord, key_of
+from mcad.controller.state import ControllerState
+from mcad.controller.workqueue import WorkQueue
+from mcad.core.capacity import AppWrapperKey
+from mcad.core.quota import QuotaForest, QuotaNodeSpec, nodes_from_subtree
+from mcad.gateway import resources as refs
+from mcad.gateway.connection import Connection
+
+log = logging.getLogger(__name__)
+
+
+class HubCache:
+    """The hub's informers and what their events do to the controller's state."""
+
+    def __init__(self, *, hub: Connection, state: ControllerState, config: RunConfig,
+                 queue: WorkQueue[AppWrapperKey], dispatcher: Dispatcher,
+                 spokes_changed: Callable[[], None]) -> None:
+        self.state = state
+        self.queue = queue
+        self.dispatcher = dispatcher
+        self.spokes_changed = spokes_changed
+        self.informers = {
+            "appwrappers": Informer(hub, refs.APPWRAPPERS, self._on_appwrapper,
+                                    keep=_identity),
+            "quotasubtrees": Informer(hub, refs.QUOTASUBTREES, self._on_subtree),
+            "spokeclusters": Informer(hub, refs.SPOKECLUSTERS, self._on_spoke),
+            "secrets": Informer(hub, refs.SECRETS, self._on_secret, namespace=config.namespace),
+        }
+        for informer in self.informers.values():
+            informer.on_sync = self._on_sync
+
+    def not_synced(self) -> list[str]:
+        """The hub resources whose cache is not (or no longer) current."""
+        return [name for name, informer in self.informers.items() if not informer.synced]
+
+    def _on_sync(self, synced: bool, error: object) -> None:
+        self.dispatcher.trigger()
+
+    # -- handlers -------------------------------------------------------------------------
+    def _on_appwrapper(self, kind: str, obj: dict[str, Any]) -> None:
+        key = key_of(obj)
+        state = self.state
+        if kind == "DELETED":
+            rec = state.appwrappers.pop(key, None)
+            if rec is not None and state.by_uid.get(rec.uid) == key:
+                del state.by_uid[rec.uid]
+            self.queue.add(key)
+            self.dispatcher.trigger()
+            return
+        rec = state.appwrappers.get(key)
+        uid = (obj.get("metadata") or {}).get("uid")
+        if rec is None or (rec.uid and rec.uid != uid):  # new, or deleted and recreated
+            if rec is not None:
+                state.by_uid.pop(rec.uid, None)
+            rec = state.appwrappers[key] = AppWrapperRecord(obj={})
+        if not rec.update(obj):
+            return
+        state.by_uid[rec.uid] = key
+        self.queue.add(key)
+        if rec.queued or rec.deleting:
+            self.dispatcher.trigger()
+
+    def _on_subtree(self, kind: str, obj: dict[str, Any]) -> None:
+        ident = _ident(obj)
+        if kind == "DELETED":
+            self.state.subtrees.pop(ident, None)
+        else:
+            self.state.subtrees[ident] = obj
+        nodes: list[QuotaNodeSpec] = []
+        problems: list[str] = []
+        for name, subtree in sorted(self.state.subtrees.items()):
+            try:
+                nodes.extend(nodes_from_subtree(subtree))
+            except ValueError as err:
+                problems.append(f"QuotaSubtree {name}: {err}")
+        self.state.forest, more = QuotaForest.build(nodes)
+        self.state.quota_problems = problems + more
+        for problem in self.state.quota_problems:
+            log.warning("quota: %s", problem)
+        for rec in self.state.appwrappers.values():
+            rec.entry = None
+        self.dispatcher.trigger()
+
+    def _on_spoke(self, kind: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if kind == "DELETED":
+            self.state.spoke_objects.pop(name, None)
+        else:
+            self.state.spoke_objects[name] = obj
+        self.spokes_changed()
+
+    def _on_secret(self, kind: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if kind == "DELETED":
+            self.state.secrets.pop(name, None)
+        else:
+            self.state.secrets[name] = obj
+        self.spokes_changed()
+
+
+def _ident(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _identity(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the AppWrapper informer keeps (the record holds the object itself)."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta.get(k) for k in ("name", "namespace", "uid")}}

@@ -1,0 +1,191 @@
+"""One ordered work queue per object key, as controller-runtime's workqueue.
+
+Why: every change to an AppWrapper (its hub object, its pods on a spoke, a dispatch
+decision, a timer it asked for) is a reason to look at it again, and several of them
+arrive at once. Instead of callbacks, flags and timers that several actors share, each
+change only *adds the key*; workers take keys one at a time and reconcile the object
+from the caches. The rules:
+
+- a key is in the queue at most once (adding it again while it waits is a no-op);
+- a key is never processed by two workers at once: added while being processed, it
+  is queued again when the worker is done (so no change is lost);
+- ``add_after`` asks for a look later; only the earliest pending moment per key is
+  kept, so however often a timer is asked for, one runs;
+- a key whose reconcile failed comes back after a per-key exponential backoff (5 ms
+  doubling to 1000 s, controller-runtime's default), reset by ``forget`` on success;
+- urgent keys (a dispatch to persist) go before ordinary ones (a pending reason to
+  write), so a backlog of status writes does not delay a dispatch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+from mcad import metrics
+from mcad.gateway.errors import ApiError
+
+log = logging.getLogger(__name__)
+K = TypeVar("K", bound=Hashable)
+BASE_DELAY_S = 0.005
+MAX_DELAY_S = 1000.0
+
+
+class WorkQueue(Generic[K]):
+    """Keys to reconcile: deduplicated, one at a time per key, delayed, rate-limited."""
+
+    def __init__(self, name: str, *, base_delay: float = BASE_DELAY_S,
+                 max_delay: float = MAX_DELAY_S) -> None:
+        self.name = name
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._urgent: deque[K] = deque()
+        self._normal: deque[K] = deque()
+        self._waiting: dict[K, bool] = {}
+        """Keys in the queue, and whether they are urgent."""
+        self._processing: set[K] = set()
+        self._dirty: dict[K, bool] = {}
+        """Keys added while being processed (and whether urgently)."""
+        self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
+        self._failures: dict[K, int] = {}
+        self._nonempty = asyncio.Event()
+
+    # -- adding -------------------------------------------------------------------------
+    def add(self, key: K, *, urgent: bool = False) -> None:
+        """Reconcile ``key`` (once, however often it is added before a worker takes it)."""
+        if key in self._processing:
+            self._dirty[key] = self._dirty.get(key, False) or urgent
+            return
+        queued = self._waiting.get(key)
+        if queued is None:
+            self._waiting[key] = urgent
+            (self._urgent if urgent else self._normal).append(key)
+            self._nonempty.set()
+        elif urgent and not queued:
+            self._waiting[key] = True  # its place in the ordinary line is now stale
+            self._urgent.append(key)
+            self._nonempty.set()
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Reconcile ``key`` in ``delay`` seconds, unless an earlier look is already due."""
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
+        current = self._timers.get(key)
+        if current is not None:
+            if current[0] <= due:
+                return
+            current[1].cancel()
+        self._timers[key] = (due, loop.call_at(due, self._fire, key))
+
+    def _fire(self, key: K) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    def add_rate_limited(self, key: K) -> float:
+        """Reconcile ``key`` again after its backoff; returns the delay chosen."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        delay = min(self.base_delay * 2.0 ** min(failures, 40), self.max_delay)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """``key`` succeeded: its next failure starts the backoff afresh."""
+        self._failures.pop(key, None)
+
+    def failures(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+    def discard(self, key: K) -> None:
+        """The object is gone: drop its timer and its backoff."""
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer[1].cancel()
+        self._failures.pop(key, None)
+
+    # -- taking -------------------------------------------------------------------------
+    async def get(self) -> K:
+        """The next key; the caller must call ``done(key)`` when it is finished with it."""
+        while True:
+            key = self._pop()
+            if key is not None:
+                self._processing.add(key)
+                return key
+            self._nonempty.clear()
+            await self._nonempty.wait()
+
+    def _pop(self) -> K | None:
+        while self._urgent:
+            key = self._urgent.popleft()
+            if self._waiting.get(key) is True:
+                del self._waiting[key]
+                return key
+        while self._normal:
+            key = self._normal.popleft()
+            if self._waiting.get(key) is False:
+                del self._waiting[key]
+                return key
+        return None
+
+    def done(self, key: K) -> None:
+        self._processing.discard(key)
+        urgent = self._dirty.pop(key, None)
+        if urgent is not None:
+            self.add(key, urgent=urgent)
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def close(self) -> None:
+        for _, handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+
+
+Reconcile = Callable[[K], Awaitable[float | None]]
+"""Look at one key; return seconds after which to look again, or None."""
+
+
+async def run_workers(queue: WorkQueue[K], reconcile: Reconcile[K], *, workers: int) -> None:
+    """Take keys from ``queue`` with ``workers`` concurrent workers, forever.
+
+    A reconcile that raises is logged (one line for an API error, a traceback for
+    anything else) and its key comes back after its backoff; the worker goes on.
+    """
+    try:
+        async with asyncio.TaskGroup() as group:
+            for i in range(workers):
+                group.create_task(_work(queue, reconcile), name=f"{queue.name} worker {i}")
+    finally:
+        queue.close()
+
+
+async def _work(queue: WorkQueue[K], reconcile: Reconcile[K]) -> None:
+    while True:
+        key = await queue.get()
+        try:
+            again = await reconcile(key)
+        except asyncio.CancelledError:
+            queue.done(key)
+            raise
+        except ApiError as err:
+            delay = queue.add_rate_limited(key)
+            metrics.count_reconcile_error(queue.name)
+            log.warning("%s %s: %s; retrying in %.3gs", queue.name, key, err, delay)
+        except Exception:
+            delay = queue.add_rate_limited(key)
+            metrics.count_reconcile_error(queue.name)
+            log.exception("%s %s failed (a bug in mcad); retrying in %.3gs", queue.name,
+                          key, delay)
+        else:
+            queue.forget(key)
+            if again is not None:
+                queue.add_after(key, again)
+        queue.done(key)
+        metrics.report_queue_depth(queue.name, len(queue))

@@ -1,0 +1,172 @@
+"""A whole ``Controller`` over scripted hub and spoke transports, for table tests.
+
+The controller runs for real (informers, dispatcher, work queue, reconcilers,
+supervisor); only the bytes on the wire are scripted. The hub keeps the AppWrappers
+the test gives it and applies what the controller sends for them the way the API
+server would for those few verbs (JSON merge patch; a ``metadata.resourceVersion`` in
+the patch makes it conditional, answered 409 when stale), echoing each change on the
+AppWrapper watch. Everything else is scripted answers. A test injects failures by
+queueing answers (``hub.on(...)``) or breaking a live stream, then looks at the hub's
+objects, the requests sent, and the metrics.
+
+One spoke, registered as SpokeCluster ``local`` (the hub itself): 4 nodes x 8 GPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcad.config import RunConfig
+from mcad.controller import clock
+from mcad.controller.runner import Controller
+from mcad.gateway.connection import Connection
+from mcad.gateway.transport import Reply
+from tests.gateway.scripted import Request, ScriptedTransport, listing, reply, status
+
+AW_PATH = "/apis/workload.codeflare.dev/v1beta1/appwrappers"
+AW_NS_PATH = "/apis/workload.codeflare.dev/v1beta1/namespaces/{ns}/appwrappers"
+GPU = "nvidia.com/gpu"
+
+
+def merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
+
+
+@dataclass
+class Hub:
+    """The scripted hub with its AppWrappers."""
+
+    transport: ScriptedTransport = field(default_factory=ScriptedTransport)
+    appwrappers: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
+    spoke_cluster: dict[str, Any] = field(default_factory=lambda: {
+        "apiVersion": "cluster.codeflare.dev/v1alpha1", "kind": "SpokeCluster",
+        "metadata": {"name": "local", "uid": "spoke-uid", "resourceVersion": "1"},
+        "spec": {"local": True}})
+
+    def __post_init__(self) -> None:
+        t = self.transport
+        t.on("GET", AW_PATH, self._list_appwrappers)
+        t.on("GET", "/apis/quota.codeflare.dev/v1alpha1/quotasubtrees", listing([]))
+        t.on("GET", "/apis/cluster.codeflare.dev/v1alpha1/spokeclusters",
+             lambda _r: listing([self.spoke_cluster]))
+        t.on("GET", "/api/v1/namespaces/mcad-system/secrets", listing([]))
+        t.on("PATCH", "/apis/cluster.codeflare.dev/v1alpha1/spokeclusters/local/status",
+             reply(200, {}))
+
+    def add(self, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        meta.setdefault("uid", f"uid-{meta['name']}")
+        meta["resourceVersion"] = str(next(self.versions))
+        meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+        meta.setdefault("generation", 1)
+        key = (meta["namespace"], meta["name"])
+        self.appwrappers[key] = obj
+        base = AW_NS_PATH.format(ns=meta["namespace"]) + f"/{meta['name']}"
+        self.transport.on("PATCH", base, self._patch(key))
+        self.transport.on("PATCH", base + "/status", self._patch(key))
+        self.transport.on("POST", f"/api/v1/namespaces/{meta['namespace']}/events",
+                          reply(201, {}))
+        live = self.transport.live.get(AW_PATH)
+        if live is not None:
+            live.event("ADDED", obj)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.appwrappers[(namespace, name)]
+
+    def _list_appwrappers(self, request: Request) -> Reply:
+        return listing(list(copy.deepcopy(list(self.appwrappers.values()))),
+                       version=str(next(self.versions)))
+
+    def _patch(self, key: tuple[str, str]) -> Any:
+        def answer(request: Request) -> Reply:
+            current = self.appwrappers.get(key)
+            if current is None:
+                return status(404, "NotFound")
+            wanted = (request.body.get("metadata") or {}).get("resourceVersion")
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                return status(409, "Conflict", "the object has been modified")
+            body = copy.deepcopy(request.body)
+            (body.get("metadata") or {}).pop("resourceVersion", None)
+            updated = merge(current, body)
+            updated["metadata"]["resourceVersion"] = str(next(self.versions))
+            self.appwrappers[key] = updated
+            live = self.transport.live.get(AW_PATH)
+            if live is not None:
+                live.event("MODIFIED", updated)
+            return reply(200, updated)
+        return answer
+
+
+def spoke_transport(nodes: int = 4, gpus: int = 8) -> ScriptedTransport:
+    """A spoke with ``nodes`` empty ready nodes, serving batch/v1 Jobs."""
+    spoke = ScriptedTransport("https://spoke.invalid")
+    spoke.on("GET", "/readyz", reply(200))
+    spoke.on("GET", "/api/v1/nodes", listing([
+        {"metadata": {"name": f"n{i}", "labels": {}},
+         "status": {"allocatable": {GPU: str(gpus), "cpu": "32", "memory": "256Gi",
+                                    "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True"}]}}
+        for i in range(nodes)]))
+    spoke.on("GET", "/api/v1/pods", listing([]))
+    spoke.on("GET", "/apis/batch/v1", reply(200, {"resources": [
+        {"name": "jobs", "kind": "Job", "namespaced": True}]}))
+    spoke.on("GET", "/apis/batch/v1/jobs", listing([]))
+    spoke.on("POST", "/api/v1/namespaces", reply(201, {}))
+    return spoke
+
+
+@dataclass
+class Running:
+    hub: Hub
+    spoke: ScriptedTransport
+    controller: Controller
+    task: asyncio.Task[None]
+
+
+async def run_controller(hub: Hub, spoke: ScriptedTransport,
+                         config: RunConfig | None = None) -> AsyncIterator[Running]:
+    """Run a controller on ``hub`` and ``spoke`` until the caller is done."""
+    async def connect_spoke(name: str) -> Connection:
+        return spoke.connection(name)
+
+    controller = Controller(hub=hub.transport.connection("hub", attempts=2),
+                            connect_hub=connect_spoke, config=config or RunConfig(), workers=4)
+    clock.use(clock.loop_clock())
+    task = asyncio.create_task(controller.run())
+    try:
+        yield Running(hub, spoke, controller, task)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        clock.use(None)
+
+
+def job_appwrapper(name: str, namespace: str = "ns", *, pods: int = 1,
+                   gpus: int = 8) -> dict[str, Any]:
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta1", "kind": "AppWrapper",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"schedulingSpec": {"minAvailable": pods}, "resources": {"GenericItems": [{
+            "completionstatus": "Complete",
+            "generictemplate": {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+                "spec": {"parallelism": pods, "completions": pods, "template": {"spec": {
+                    "restartPolicy": "Never", "containers": [{
+                        "name": "main", "image": "busybox",
+                        "resources": {"requests": {GPU: str(gpus)}}}]}}}}}]}},
+    }

@@ -1,0 +1,138 @@
+"""``Connection`` over a scripted transport: watch lines split by mcad (long lines whole,
+oversized or non-JSON lines a ``BadResponse``), errors mapped, retries on 5xx only,
+the token asked for on every request, and the write fence in front of every write."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mcad.gateway import connection as conn_module
+from mcad.gateway.errors import (
+    BadResponse,
+    Conflict,
+    Fenced,
+    Forbidden,
+    ServerError,
+    Unreachable,
+)
+from mcad.gateway.transport import TransportError
+from tests.gateway.scripted import ScriptedTransport, refused, reply, status
+
+PATH = "/api/v1/pods"
+
+
+async def lines_of(transport: ScriptedTransport, *chunks: bytes) -> list[dict[str, Any]]:
+    stream = transport.watch(PATH)
+    for chunk in chunks:
+        stream.raw(chunk)
+    stream.end()
+    conn = transport.connection()
+    return [line async for line in conn.stream_lines(PATH, params={}, read_timeout=1)]
+
+
+async def test_watch_lines_are_split_across_chunks() -> None:
+    transport = ScriptedTransport()
+    got = await lines_of(transport, b'{"type": "ADD', b'ED", "n": 1}\n{"type"', b': "X"}\n\n',
+                         b'{"last": true}')
+    assert got == [{"type": "ADDED", "n": 1}, {"type": "X"}, {"last": True}]
+
+
+async def test_a_700_kb_watch_line_is_read_whole() -> None:
+    big = {"type": "ADDED", "object": {"data": "x" * 700_000}}
+    raw = json.dumps(big).encode() + b"\n"
+    chunks = [raw[i:i + 65536] for i in range(0, len(raw), 65536)]
+    assert await lines_of(ScriptedTransport(), *chunks) == [big]
+
+
+async def test_a_line_longer_than_the_limit_is_a_bad_response(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conn_module, "MAX_LINE_BYTES", 1000)
+    with pytest.raises(BadResponse, match="longer than 1000 bytes"):
+        await lines_of(ScriptedTransport(), b"x" * 600, b"x" * 600)
+
+
+@pytest.mark.parametrize("line", [b"not json\n", b"[1, 2]\n", b'"a string"\n'])
+async def test_a_line_that_is_not_a_json_object_is_a_bad_response(line: bytes) -> None:
+    with pytest.raises(BadResponse, match="not a JSON object"):
+        await lines_of(ScriptedTransport(), line)
+
+
+async def test_a_refused_watch_is_the_mapped_error() -> None:
+    transport = ScriptedTransport()
+    transport.watch(PATH).fail(refused(403, "Forbidden", "pods is forbidden"))
+    conn = transport.connection()
+    with pytest.raises(Forbidden, match="pods is forbidden"):
+        async for _ in conn.stream_lines(PATH, params={}, read_timeout=1):
+            pass
+
+
+async def test_a_broken_watch_is_unreachable() -> None:
+    transport = ScriptedTransport()
+    transport.watch(PATH).fail(TransportError("ServerDisconnectedError: reset"))
+    with pytest.raises(Unreachable, match="reset"):
+        async for _ in transport.connection().stream_lines(PATH, params={}, read_timeout=1):
+            pass
+
+
+async def test_server_errors_are_retried_and_client_errors_are_not() -> None:
+    transport = ScriptedTransport()
+    transport.on("GET", "/a", status(500), status(503), reply(200, {"ok": 1}))
+    transport.on("GET", "/b", status(403, "Forbidden"))
+    conn = transport.connection()
+    assert await conn.request("GET", "/a") == {"ok": 1}
+    assert len(transport.sent("GET", "/a")) == 3
+    with pytest.raises(Forbidden):
+        await conn.request("GET", "/b")
+    assert len(transport.sent("GET", "/b")) == 1
+
+
+async def test_server_errors_give_up_after_the_attempts() -> None:
+    transport = ScriptedTransport()
+    transport.on("GET", "/a", status(500))
+    with pytest.raises(ServerError):
+        await transport.connection(attempts=2).request("GET", "/a")
+    assert len(transport.sent("GET", "/a")) == 2
+
+
+async def test_conflict_is_not_retried() -> None:
+    transport = ScriptedTransport()
+    transport.on("PATCH", "/a", status(409, "Conflict"))
+    with pytest.raises(Conflict):
+        await transport.connection().request("PATCH", "/a", body={})
+    assert len(transport.sent("PATCH")) == 1
+
+
+async def test_the_token_is_asked_for_on_every_request() -> None:
+    tokens = iter(["Bearer one", "Bearer two"])
+
+    async def auth() -> dict[str, str]:
+        return {"Authorization": next(tokens)}
+
+    transport = ScriptedTransport()
+    transport.on("GET", "/a", reply(200))
+    conn = transport.connection(auth=auth)
+    await conn.request("GET", "/a")
+    await conn.request("GET", "/a")
+    assert [r.headers["Authorization"] for r in transport.requests] == ["Bearer one",
+                                                                         "Bearer two"]
+
+
+async def test_the_fence_stops_writes_and_lets_reads_through() -> None:
+    transport = ScriptedTransport()
+    transport.on("GET", "/a", reply(200))
+    transport.on("POST", "/a", reply(201))
+    conn = transport.connection()
+
+    def fence() -> None:
+        raise Fenced("not the leader", cluster="hub")
+
+    conn.write_fence = fence
+    await conn.request("GET", "/a")
+    with pytest.raises(Fenced):
+        await conn.request("POST", "/a", body={})
+    assert transport.sent("POST") == []
+    await conn.request("POST", "/a", body={}, fenced=False)
+    assert len(transport.sent("POST")) == 1
