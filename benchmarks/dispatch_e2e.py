@@ -92,10 +92,11 @@ def start_mcad(state: TestbedState, log: Path) -> tuple[subprocess.Popen[bytes],
     for _ in range(600):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-                if r.status == 200:
+                if r.status == 200 and r.read() == b"ready":  # leading and synced
                     return proc, port
         except OSError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     raise SystemExit("mcad run did not become ready")
 
 
@@ -171,7 +172,7 @@ def main() -> None:
     state = up(directory, spec, owner_for_life=True, log=lambda _m: None)
     try:
         hub = next(c.kubeconfig for c in state.clusters if c.name == "hub")
-        subprocess.run([str(artifacts().path("kubectl")), "--kubeconfig", hub, "apply", "-f",
+        subprocess.run([str(artifacts().path("kubectl")), "--kubeconfig", hub, "apply", "-k",
                         str(REPO / "crds")], check=True, capture_output=True)
         subprocess.run([str(artifacts().path("kubectl")), "--kubeconfig", hub, "wait",
                         "--for=condition=Established", "crd/appwrappers.workload.codeflare.dev"],

@@ -23,6 +23,9 @@ from kubernetes_asyncio import client, config
 from e2e.cluster.build import artifacts
 from e2e.cluster.launcher import down, up
 from e2e.cluster.topology import TestbedSpec, TestbedState, pid_alive, read_state
+from e2e.controller import AW, ControllerProcess
+from e2e.waiting import wait_until
+from mcad.cli.main import main as mcad_main
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = TestbedSpec(spokes=2, nodes=4, gpus_per_node=8, cpu_per_node="32",
@@ -106,7 +109,7 @@ async def namespace(clusters: dict[str, Cluster]) -> AsyncIterator[str]:
 @pytest.fixture(scope="session")
 def hub_crds(clusters: dict[str, Cluster], kubectl_path: Path) -> Cluster:
     hub = clusters["hub"]
-    _kubectl(kubectl_path, hub, "apply", "-f", str(REPO / "crds"))
+    _kubectl(kubectl_path, hub, "apply", "-k", str(REPO / "crds"))
     _kubectl(kubectl_path, hub, "wait", "--for=condition=Established", "--timeout=60s",
             "crd/appwrappers.workload.codeflare.dev", "crd/quotasubtrees.quota.codeflare.dev",
             "crd/spokeclusters.cluster.codeflare.dev")
@@ -125,3 +128,41 @@ def _kubectl(path: Path, cluster: Cluster, *args: str, within: float = 60) -> st
         time.sleep(0.5)
     assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
     return proc.stdout
+
+
+# -- the controller ------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def mcad(hub_crds: Cluster, clusters: dict[str, Cluster], testbed: TestbedState,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerProcess]:
+    """``mcad run`` on the hub, with spoke-1 (zone=east) and spoke-2 (zone=west)."""
+    by_name = {c.name: c for c in testbed.clusters}
+    for spoke, zone in (("spoke-1", "east"), ("spoke-2", "west")):
+        code = mcad_main(["cluster", "register", spoke, "--kubeconfig",
+                          by_name[spoke].kubeconfig, "--label", f"zone={zone}",
+                          "--hub-kubeconfig", by_name["hub"].kubeconfig])
+        assert code == 0
+    controller = ControllerProcess(Path(by_name["hub"].kubeconfig),
+                                   tmp_path_factory.mktemp("mcad-run"))
+    controller.start()
+    yield controller
+    controller.stop()
+
+
+@pytest.fixture
+async def aw_namespace(mcad: ControllerProcess, clusters: dict[str, Cluster]
+                       ) -> AsyncIterator[str]:
+    """A namespace for AppWrappers; afterwards they are deleted and the controller must
+    have cleaned them up (finalizers gone) before the next test runs."""
+    hub = clusters["hub"]
+    name = f"aw-{uuid.uuid4().hex[:8]}"
+    await hub.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    await hub.custom.delete_collection_namespaced_custom_object(*AW[:2], name, AW[2])
+
+    async def gone() -> bool:
+        listed = await hub.custom.list_namespaced_custom_object(*AW[:2], name, AW[2])
+        return not listed["items"]
+
+    await wait_until(gone, within=120, what=f"the AppWrappers of {name} to be cleaned up")
+    await hub.core.delete_namespace(name)

@@ -152,7 +152,7 @@ def main() -> int:
         print(f"   up in {state.up_seconds}s; kubeconfigs in {directory}")
         hub_kubeconfig = next(c.kubeconfig for c in state.clusters if c.name == "hub")
         say("installing the CRDs on the hub")
-        kubectl(state, "hub", "apply", "-f", str(REPO / "crds"))
+        kubectl(state, "hub", "apply", "-k", str(REPO / "crds"))
         kubectl(state, "hub", "wait", "--for=condition=Established", "--timeout=60s",
                 "crd/appwrappers.workload.codeflare.dev")
         say("registering the spokes")

@@ -1,0 +1,103 @@
+"""Two replicas of ``mcad run`` on the real hub: one leads and dispatches, the other
+stands by (serving /readyz and /metrics, writing nothing); after ``kill -9`` of the
+leader the standby dispatches new work within 20 s; after SIGTERM (a rolling update)
+it takes over within a few seconds; and no AppWrapper is ever dispatched twice."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from e2e.conftest import Cluster
+from e2e.dispatch.conftest import (
+    ControllerProcess,
+    create_aw,
+    job_appwrapper,
+    wait_state,
+)
+from e2e.waiting import wait_until
+
+SPOKES = ("spoke-1", "spoke-2")
+FAILOVER_LIMIT_S = 20.0
+
+
+def readyz(proc: ControllerProcess) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{proc.port}/readyz", timeout=5) as r:
+        return str(r.read().decode())
+
+
+async def dispatch_events(hub: Cluster, namespace: str) -> dict[str, int]:
+    events = (await hub.core.list_namespaced_event(namespace)).items
+    out: dict[str, int] = {}
+    for event in events:
+        if event.reason == "Dispatched":
+            out[event.involved_object.name] = out.get(event.involved_object.name, 0) + 1
+    return out
+
+
+async def jobs_per_appwrapper(clusters: dict[str, Cluster], namespace: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for spoke in SPOKES:
+        for job in (await clusters[spoke].batch.list_namespaced_job(namespace)).items:
+            out[job.metadata.name] = out.get(job.metadata.name, 0) + 1
+    return out
+
+
+async def time_to_running(hub: Cluster, namespace: str, name: str, since: float) -> float:
+    await wait_state(hub, namespace, name, "Running", "Completed", within=60)
+    return time.monotonic() - since
+
+
+async def test_one_leader_writes_and_the_standby_takes_over(
+        mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str,
+        tmp_path: Path) -> None:
+    hub = clusters["hub"]
+    standby = ControllerProcess(mcad.hub_kubeconfig, tmp_path, name="replica-b")
+    standby.start(wait_ready=False)
+    figures: dict[str, Any] = {}
+    try:
+        assert readyz(standby).startswith("standby: the Lease mcad-system/mcad is held by")
+        assert mcad.sample("mcad_leader") == 1 and standby.sample("mcad_leader") == 0
+        await create_aw(hub, aw_namespace, job_appwrapper("before", pods=1, gpus=1,
+                                                          runtime="1s"))
+        await wait_state(hub, aw_namespace, "before", "Completed", within=60)
+        assert standby.sample("mcad_dispatches_total", cluster="spoke-1") is None
+        assert standby.sample("mcad_dispatches_total", cluster="spoke-2") is None
+
+        # kill -9 of the leader: the standby waits out the Lease (15 s), then dispatches.
+        killed = time.monotonic()
+        mcad.kill()
+        await create_aw(hub, aw_namespace, job_appwrapper("after-kill", pods=1, gpus=1,
+                                                          runtime="1s"))
+        figures["kill_9_s"] = await time_to_running(hub, aw_namespace, "after-kill", killed)
+        assert figures["kill_9_s"] < FAILOVER_LIMIT_S, figures
+        assert standby.sample("mcad_leader") == 1
+
+        # The old leader comes back as a standby; then the new leader is stopped as a
+        # rolling update stops it (SIGTERM): it releases the Lease, the other takes over.
+        mcad.start(wait_ready=False)
+        assert readyz(mcad).startswith("standby")
+        stopped = time.monotonic()
+        standby.stop()
+        await create_aw(hub, aw_namespace, job_appwrapper("after-term", pods=1, gpus=1,
+                                                          runtime="1s"))
+        figures["sigterm_s"] = await time_to_running(hub, aw_namespace, "after-term", stopped)
+        assert figures["sigterm_s"] < 8, figures
+
+        async def leading() -> bool:
+            return readyz(mcad) == "ready"
+
+        await wait_until(leading, within=30, what="the restarted replica to lead")
+        for name in ("before", "after-kill", "after-term"):
+            await wait_state(hub, aw_namespace, name, "Completed", within=60)
+        assert await jobs_per_appwrapper(clusters, aw_namespace) == {
+            "before": 1, "after-kill": 1, "after-term": 1}
+        assert await dispatch_events(hub, aw_namespace) == {
+            "before": 1, "after-kill": 1, "after-term": 1}
+        print(f"failover figures: {figures}")
+    finally:
+        standby.stop()
+        if mcad.proc is None or mcad.proc.poll() is not None:
+            mcad.start()
