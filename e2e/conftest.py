@@ -40,14 +40,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedState]:
+def testbed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session's test bed lives (for faults: ``e2e.cluster.faults``)."""
+    reuse = os.environ.get("MCAD_TESTBED_DIR")
+    return Path(reuse).resolve() if reuse else tmp_path_factory.mktemp("testbed")
+
+
+@pytest.fixture(scope="session")
+def testbed(testbed_dir: Path) -> Iterator[TestbedState]:
     reuse = os.environ.get("MCAD_TESTBED_DIR")
     if reuse:
-        state = read_state(Path(reuse))
+        state = read_state(testbed_dir)
         if state and state.phase == "ready" and pid_alive(state.supervisor_pid):
             yield state
             return
-    directory = Path(reuse) if reuse else tmp_path_factory.mktemp("testbed")
+    directory = testbed_dir
     state = up(directory, SPEC, owner_for_life=not reuse)
     try:
         yield state

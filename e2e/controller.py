@@ -81,6 +81,10 @@ class ControllerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
+    def healthz(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=5) as r:
+            return str(r.read().decode())
+
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
             return str(r.read().decode())

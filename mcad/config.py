@@ -81,7 +81,8 @@ class RunConfig(_Settings):
     """Everything ``mcad run`` can be told in its configuration file."""
 
     namespace: str = "mcad-system"
-    """Namespace of the Secrets holding the SpokeClusters' kubeconfigs."""
+    """Namespace of the Secrets holding the SpokeClusters' kubeconfigs, and of the
+    leader Lease."""
     placement: Literal["best-fit", "spread"] = "best-fit"
     """best-fit packs gangs onto the cluster left fullest; spread onto the one left emptiest."""
     preemption: bool = False
@@ -94,6 +95,9 @@ class RunConfig(_Settings):
     """Kinds AppWrappers may wrap: "*", "group/*", "group/Kind", or "Kind" (core group)."""
     deletion_retry_seconds: float = Field(5.0, gt=0)
     """Seconds between attempts to delete wrapped objects that are still there."""
+    spoke_lost_seconds: float = Field(300.0, gt=0)
+    """Seconds a cluster may not answer before the AppWrappers on it are requeued
+    elsewhere (reason SpokeLost) and deletions there stop waiting for it."""
 
     @field_validator("namespace")
     @classmethod

@@ -1,4 +1,5 @@
-"""python -m e2e.cluster up | down | status | build: the test bed's command line."""
+"""python -m e2e.cluster up | down | status | build | pause | resume | restart: the test
+bed's command line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from e2e.cluster import faults
 from e2e.cluster.build import BuildError, build
 from e2e.cluster.launcher import TestbedError, down, status, up
 from e2e.cluster.supervisor import supervise
@@ -41,6 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("down", "status"):
         sub.add_parser(name).add_argument("--dir", type=Path, required=True)
     sub.add_parser("build", help="build or reuse the binaries; print their folder")
+    for name, what in (("pause", "freeze a cluster's API server (clients hang, as in a "
+                                 "partition)"),
+                       ("resume", "thaw a paused API server"),
+                       ("restart", "kill a cluster's API server and start it again on the "
+                                   "same etcd data")):
+        fault = sub.add_parser(name, help=what)
+        fault.add_argument("--dir", type=Path, required=True)
+        fault.add_argument("--cluster", required=True, help="hub, spoke-1, ...")
     sup = sub.add_parser("_supervise")  # internal: the process that owns the components
     _spec_parser(sup)
     sup.add_argument("--owner-pid", type=int, default=0)
@@ -58,10 +68,19 @@ def main(argv: list[str] | None = None) -> int:
             print(status(args.dir))
         elif args.command == "build":
             print(build(log=lambda m: print(m, file=sys.stderr)).bin)
+        elif args.command == "pause":
+            faults.pause(args.dir, args.cluster)
+            print(f"{args.cluster}: API server paused")
+        elif args.command == "resume":
+            faults.resume(args.dir, args.cluster)
+            print(f"{args.cluster}: API server resumed")
+        elif args.command == "restart":
+            took = faults.restart(args.dir, args.cluster)
+            print(f"{args.cluster}: API server restarted, answering again after {took:.1f}s")
         else:
             return supervise(args.dir.resolve(), _spec(args), owner_pid=args.owner_pid,
                              owner_for_life=args.owner_for_life)
-    except (TestbedError, BuildError) as err:
+    except (TestbedError, BuildError, faults.FaultError) as err:
         print(f"e2e.cluster: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ then makes sure every recorded pid is gone.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +43,9 @@ def up(directory: Path, spec: TestbedSpec, *, owner_for_life: bool = False,
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "logs").mkdir(exist_ok=True)
     (directory / "state.json").unlink(missing_ok=True)
+    # A test bed starts empty: etcd data and fault requests of an earlier one go.
+    shutil.rmtree(directory / "etcd", ignore_errors=True)
+    shutil.rmtree(directory / "requests", ignore_errors=True)
     argv = [sys.executable, "-m", "e2e.cluster", "_supervise", "--dir", str(directory),
             "--owner-pid", str(os.getpid()), *_spec_args(spec)]
     if owner_for_life:

@@ -38,6 +38,7 @@ from e2e.cluster.topology import (
     TestbedState,
     free_ports,
     pid_alive,
+    requests_dir,
     write_state,
 )
 
@@ -66,6 +67,7 @@ class Supervisor:
         self.owner_for_life = owner_for_life
         self.logs = directory / "logs"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.argv: dict[str, list[str]] = {}
         self._files: list[IO[bytes]] = []
         self.stopping = threading.Event()
         self.art: Artifacts = artifacts()
@@ -81,6 +83,7 @@ class Supervisor:
 
     # -- process handling -------------------------------------------------------------
     def _start(self, name: str, argv: list[str]) -> None:
+        self.argv[name] = argv
         log = (self.logs / f"{name}.log").open("ab")
         self._files.append(log)
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
@@ -205,18 +208,45 @@ class Supervisor:
 
     # -- life ---------------------------------------------------------------------------
     def watch(self) -> None:
-        """Keep watch until told to stop or the owner (for life) goes away."""
+        """Keep watch until told to stop or the owner (for life) goes away; carry out
+        restart requests (``python -m e2e.cluster restart``) on the way."""
         reported: set[str] = set()
-        while not self.stopping.wait(0.5):
+        while not self.stopping.wait(0.2):
             if self.owner_for_life and self.owner_pid and not pid_alive(self.owner_pid):
                 print(f"owner pid {self.owner_pid} is gone: stopping", flush=True)
                 return
+            for request in sorted(requests_dir(self.dir).glob("restart-*")):
+                self._restart(request)
+                reported.discard(request.name.removeprefix("restart-"))
             for name, proc in self.procs.items():
                 if proc.poll() is not None and name not in reported:
                     reported.add(name)
                     self.state.message = f"{name} exited with code {proc.returncode}"
                     self._save()
                     print(self.state.message, flush=True)
+
+    def _restart(self, request: Path) -> None:
+        """Kill a component (paused or not) and start it again with the same command line
+        (an apiserver comes back on the same etcd data); the request file is removed once
+        it answers again, which is what the requester waits for."""
+        name = request.name.removeprefix("restart-")
+        proc = self.procs.get(name)
+        if proc is None:
+            request.write_text(f"no component {name}")
+            request.rename(request.with_name(f"failed-{name}"))
+            return
+        started = time.monotonic()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        self._start(name, self.argv[name])
+        cluster = next((c for c in self.state.clusters if name == f"{c.name}-apiserver"), None)
+        if cluster is not None:
+            deadline = time.monotonic() + 60
+            while not self._readyz(cluster) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        print(f"restarted {name} in {time.monotonic() - started:.1f}s", flush=True)
+        request.unlink()
 
 
 def supervise(directory: Path, spec: TestbedSpec, *, owner_pid: int, owner_for_life: bool) -> int:

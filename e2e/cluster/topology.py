@@ -77,6 +77,13 @@ def state_path(directory: Path) -> Path:
     return directory / "state.json"
 
 
+def requests_dir(directory: Path) -> Path:
+    """Where ``restart`` leaves requests for the supervisor (the owner of every process)."""
+    path = directory / "requests"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 def read_state(directory: Path) -> TestbedState | None:
     path = state_path(directory)
     if not path.is_file():

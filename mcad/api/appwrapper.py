@@ -201,6 +201,14 @@ class AppWrapperSpec(WireModel):
     """MCAD v1 field; accepted and ignored."""
 
 
+class ComponentStatus(WireModel):
+    """One object created on the cluster for the AppWrapper."""
+
+    api_version: str = Field(alias="apiVersion")
+    kind: str
+    name: str
+
+
 class AppWrapperStatus(WireModel):
     """What mcad observed and decided; written only by the controller."""
 
@@ -236,6 +244,13 @@ class AppWrapperStatus(WireModel):
     """When the current dispatch happened; the requeue timer starts here."""
     requeue_timestamp: Timestamp | None = Field(None, alias="requeueTimestamp")
     """When the AppWrapper last went back to the queue."""
+    component_status: list[ComponentStatus] = Field(default_factory=list,
+                                                    alias="componentStatus")
+    """The objects created for the current dispatch, by apiVersion, kind and name: what
+    a requeue or deletion removes, even when the spec was changed meanwhile."""
+    dispatched_spec_hash: str = Field("", alias="dispatchedSpecHash")
+    """A digest of what the current dispatch created (resources and scheduling); a spec
+    that no longer matches it is applied through a requeue (reason SpecChanged)."""
     observed_generation: int = Field(0, alias="observedGeneration", ge=0)
     """The .metadata.generation this status describes."""
     conditions: list[Condition] = Field(default_factory=list)

@@ -78,6 +78,19 @@ class SpokeClusterSpec(WireModel):
         return self
 
 
+class Leftover(WireModel):
+    """An object mcad created on this cluster and could not delete, because the cluster
+    was lost (did not answer for spokeLostSeconds) while its AppWrapper moved on."""
+
+    api_version: str = Field(alias="apiVersion")
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    """The uid of the AppWrapper it was created for (its label
+    workload.codeflare.dev/appwrapper-uid)."""
+
+
 class SpokeClusterStatus(WireModel):
     """What the controller last saw of the cluster; written only by the controller."""
 
@@ -95,6 +108,8 @@ class SpokeClusterStatus(WireModel):
     """Number of nodes that are Ready and schedulable."""
     last_sync_time: Timestamp | None = Field(None, alias="lastSyncTime")
     """When this status was last brought up to date."""
+    leftovers: list[Leftover] = Field(default_factory=list)
+    """Objects to delete when the cluster answers again, before it gets new work."""
 
 
 class SpokeCluster(WireModel):

@@ -26,7 +26,7 @@ from mcad.controller.objects import ObjectManager
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.writer import HubWriter
 from mcad.core.requeue import readiness_timeout
-from mcad.core.wrapping import Refusal
+from mcad.core.wrapping import Refusal, dispatch_digest
 from mcad.gateway.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,9 @@ class Admission:
         ok = await self.writer.patch_status(rec, {
             "state": "Running", "clusterName": cluster, "message": message,
             "dispatchTimestamp": rfc3339(now),
+            "componentStatus": [{"apiVersion": w.api_version, "kind": w.kind, "name": w.name}
+                                for w in planned],
+            "dispatchedSpecHash": dispatch_digest(rec.spec),
             "controllerfirstdispatchtimestamp": rec.status.get(
                 "controllerfirstdispatchtimestamp") or rfc3339(now),
             "controllerfirsttimestamp": rec.status.get("controllerfirsttimestamp")
@@ -92,7 +95,7 @@ class Admission:
             "requeueingTimeInSeconds": readiness_timeout(policy, rec.requeues()),
         }, conditions=(("Queued", "False", "Dispatched", message),
                        ("Dispatched", "True", "Dispatched", message),
-                       ("PodsReady", "False", "Dispatched", "waiting for the gang's pods")))
+                       ("PodsReady", "False", "WaitingForPods", "waiting for the gang's pods")))
         if not ok:
             return False
         rec.objects_ensured = False

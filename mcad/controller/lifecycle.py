@@ -7,16 +7,24 @@ pods and the wrapped objects' conditions, asks ``mcad.core.progress`` what they 
 and applies that:
 
 - running: pod counts and PodsReady to the status; a look again at the readiness
-  deadline (returned as seconds: the work queue keeps the timer);
+  deadline (returned as seconds: the work queue keeps the timer). Readiness is latched:
+  once the gang was ready, losing pods starts a new requeuing time (PodsReady False,
+  reason PodsNotReady, since then) rather than counting from dispatch;
 - completed: Completed or RunningHoldCompletion (quota and capacity released);
-- requeue: condition Requeuing, delete every wrapped object, wait until they and their
-  pods are gone (force-deleting pods stuck past forceDeletionTimeInSeconds), then
-  back to the queue with the counter, the timestamp and the cluster to avoid;
+- requeue: condition Requeuing, delete every object the dispatch recorded, wait until
+  they and their pods are gone (force-deleting pods stuck past
+  forceDeletionTimeInSeconds), then back to the queue with the counter, the timestamp
+  and the cluster to avoid. Requeues that are not the gang's doing (``SpokeLost``,
+  ``SpecChanged``, ``KindNotServed``) are not counted and not paused;
 - evicted (an order from the dispatcher, valid for the run it was given for): the
   same requeue, with the order's reason;
+- spec changed after dispatch: applied through a requeue, never half-applied;
+- cluster lost (no answer for ``spokeLostSeconds``): what it created there is written
+  down (``Leftovers``) and it goes back to the queue without waiting for the cluster;
 - fail: delete the wrapped objects and mark Failed (the requeue limit fired);
 - deleted: delete everything on the spoke, then drop the finalizer; an unreachable
-  spoke is retried and the status says so (condition CleanupPending).
+  spoke is retried and the status says so (condition CleanupPending), and a lost one
+  is given up on (its leftovers recorded) after ``spokeLostSeconds``.
 
 Every method returns the seconds after which to look again, or None.
 """
@@ -30,23 +38,35 @@ from datetime import datetime, timedelta
 from mcad import metrics
 from mcad.config import RunConfig
 from mcad.controller.clock import parse_time, rfc3339, utcnow
-from mcad.controller.objects import ObjectManager
+from mcad.controller.leftovers import Leftovers
+from mcad.controller.objects import KindNotServed, ObjectManager
 from mcad.controller.records import FINALIZER, AppWrapperRecord
 from mcad.controller.writer import HubWriter
 from mcad.core.progress import Completed, ItemState, KeepRunning, count_pods, progress
-from mcad.core.requeue import Fail, Requeue, force_deletion_due, readiness_timeout
-from mcad.core.wrapping import Refusal
+from mcad.core.requeue import (
+    UNCOUNTED_REASONS,
+    Fail,
+    Requeue,
+    force_deletion_due,
+    readiness_timeout,
+)
+from mcad.core.wrapping import Refusal, dispatch_digest
 
 log = logging.getLogger(__name__)
 RECHECK_S = 2.0
+SPOKE_LOST = "SpokeLost"
+NOT_READY_AGAIN = "PodsNotReady"
+"""PodsReady False after it was True: the gang lost pods; the requeuing time runs from
+this condition's lastTransitionTime."""
 
 
 class Lifecycle:
     def __init__(self, *, config: RunConfig, writer: HubWriter, objects: ObjectManager,
-                 changed: Callable[[], None]) -> None:
+                 leftovers: Leftovers, changed: Callable[[], None]) -> None:
         self.config = config
         self.writer = writer
         self.objects = objects
+        self.leftovers = leftovers
         self.changed = changed
         """Tells the dispatcher that quota or capacity was given back."""
 
@@ -55,7 +75,7 @@ class Lifecycle:
         """The dispatched AppWrapper's next step."""
         link = self.objects.usable_link(rec.cluster)
         if link is None or not link.health.ready:
-            return RECHECK_S * 2  # the link tells us when it is back; this is a safety net
+            return await self._unreachable(rec)
         requeuing = rec.condition("Requeuing")
         if requeuing and requeuing.get("status") == "True":
             return await self._finish_requeue(rec)
@@ -67,9 +87,41 @@ class Lifecycle:
                 self.writer.event(rec, reason=order.reason, message=order.message,
                                   warning=True)
                 return await self._start_requeue(rec, order.reason, order.message)
-        if not rec.objects_ensured and not await self.objects.ensure(rec):
-            return RECHECK_S if rec.admitted else None
+        recorded = rec.status.get("dispatchedSpecHash")
+        if recorded and recorded != dispatch_digest(rec.spec):
+            return await self._start_requeue(
+                rec, "SpecChanged", "the spec changed after dispatch; the new spec is applied "
+                                    "through a requeue (what the old one created is deleted "
+                                    "first)")
+        try:
+            if not rec.objects_ensured and not await self.objects.ensure(rec):
+                return RECHECK_S if rec.admitted else None
+        except KindNotServed as err:
+            if link.discovery is not None:
+                await link.discovery.refresh()  # it was behind: the next cycle knows better
+            return await self._start_requeue(rec, "KindNotServed", str(err))
         return await self._progress(rec)
+
+    async def _unreachable(self, rec: AppWrapperRecord) -> float | None:
+        """Its cluster does not answer: wait, or after spokeLostSeconds give up on it."""
+        lost_for = self._lost_for(rec.cluster)
+        if lost_for < self.config.spoke_lost_seconds:
+            return min(RECHECK_S * 5, self.config.spoke_lost_seconds - lost_for + 0.1)
+        message = (f"cluster {rec.cluster} has not answered for {lost_for:.0f}s "
+                   f"(spokeLostSeconds {self.config.spoke_lost_seconds:.0f}); what was "
+                   "created there is deleted when it answers again")
+        await self.leftovers.record(rec.cluster, rec, self.objects.created(rec))
+        self.writer.event(rec, reason=SPOKE_LOST, message=message, warning=True)
+        metrics.count_eviction(SPOKE_LOST)
+        await self._requeued(rec, SPOKE_LOST, message)
+        return None
+
+    def _lost_for(self, cluster: str) -> float:
+        now = utcnow()
+        link = self.objects.state.links.get(cluster)
+        since = link.lost_since() if link is not None else \
+            self.objects.state.lost_since.setdefault(cluster, now)
+        return (now - since).total_seconds()
 
     async def _progress(self, rec: AppWrapperRecord) -> float | None:
         link = self.objects.usable_link(rec.cluster)
@@ -81,29 +133,42 @@ class Lifecycle:
             ItemState(w.completion, link.item_conditions(w.kind, rec.namespace, w.name) or {})
             for w in planned]
         demand = rec.demand
+        cond = rec.condition("PodsReady") or {}
+        if cond.get("status") == "True":
+            unready_since: datetime | None = now  # ready until now: if not any more, from now
+        elif cond.get("reason") == NOT_READY_AGAIN:
+            unready_since = parse_time(cond.get("lastTransitionTime")) or now
+        else:
+            unready_since = None
         decision = progress(
             now=now, policy=rec.requeue_policy(self.config),
             dispatched_at=rec.dispatched_at() or now, requeue_count=rec.requeues(),
             min_available=demand.min_available if demand else 1,
-            expected_pods=demand.pods if demand else 0, pods=pods, items=items)
+            expected_pods=demand.pods if demand else 0, pods=pods, items=items,
+            unready_since=unready_since)
         counts = {"pending": pods.pending, "running": pods.running,
                   "Succeeded": pods.succeeded, "failed": pods.failed}
         same_counts = counts == {k: rec.status.get(k, 0) for k in counts}
         if isinstance(decision, KeepRunning):
             again = None if decision.recheck_at is None else \
                 max(0.0, (decision.recheck_at - now).total_seconds()) + 0.01
+            was_ready = unready_since is not None
             ready = "True" if decision.ready else "False"
+            reason = "PodsReady" if decision.ready else \
+                NOT_READY_AGAIN if was_ready else "WaitingForPods"
             message = (f"{pods.ready + pods.succeeded} of "
                        f"{demand.min_available if demand else 1} pods ready")
-            cond = rec.condition("PodsReady") or {}
-            if same_counts and cond.get("status") == ready and rec.state == "Running":
+            if same_counts and cond.get("status") == ready and rec.state == "Running" \
+                    and (decision.ready or cond.get("reason") == reason):
                 return again
-            await self.writer.patch_status(
-                rec, {**counts, "state": "Running"},
-                conditions=(("PodsReady", ready, "PodsReady" if decision.ready
-                             else "WaitingForPods", message),))
+            await self.writer.patch_status(rec, {**counts, "state": "Running"},
+                                           conditions=(("PodsReady", ready, reason, message),))
             if decision.ready and cond.get("status") != "True":
                 self.writer.event(rec, reason="PodsReady", message=message)
+            elif reason == NOT_READY_AGAIN and cond.get("status") == "True":
+                self.writer.event(rec, reason=NOT_READY_AGAIN, warning=True,
+                                  message=f"{message}; it is requeued if it stays so for "
+                                          "the requeuing time")
             return again
         if isinstance(decision, Completed):
             state = "RunningHoldCompletion" if decision.hold else "Completed"
@@ -155,30 +220,39 @@ class Lifecycle:
         cond = rec.condition("Requeuing") or {}
         since = parse_time(cond.get("lastTransitionTime")) or utcnow()
         left = await self._clear_spoke(rec, since=since)
-        if left != 0:
+        if left is None:
+            return await self._unreachable(rec)
+        if left:
             return RECHECK_S
+        reason = str(cond.get("reason", "Requeued"))
+        await self._requeued(rec, reason, str(cond.get("message", reason)))
+        return None
+
+    async def _requeued(self, rec: AppWrapperRecord, reason: str, why: str) -> None:
+        """Write the AppWrapper back to the queue (its cluster is empty, or lost)."""
         policy = rec.requeue_policy(self.config)
         now = utcnow()
-        count = rec.requeues() + 1
-        reason = str(cond.get("reason", "Requeued"))
-        message = (f"requeued after: {cond.get('message', reason)}; may be dispatched again "
-                   f"after {rfc3339(now + timedelta(seconds=policy.pause_time_in_seconds))}")
+        counted = reason not in UNCOUNTED_REASONS
+        count = rec.requeues() + (1 if counted else 0)
+        again = "at once" if not counted else \
+            f"after {rfc3339(now + timedelta(seconds=policy.pause_time_in_seconds))}"
+        message = f"requeued after: {why}; may be dispatched again {again}"
         cluster = rec.cluster
         ok = await self.writer.patch_status(rec, {
             "state": "Pending", "clusterName": "", "previousCluster": cluster,
             "numberOfRequeueings": count, "requeueTimestamp": rfc3339(now),
             "requeueingTimeInSeconds": readiness_timeout(policy, count),
             "pending": 0, "running": 0, "Succeeded": 0, "failed": 0, "message": message,
-        }, conditions=(("Requeuing", "False", "Requeued", message),
+            "componentStatus": [], "dispatchedSpecHash": "",
+        }, conditions=(("Requeuing", "False", reason, message),
                        ("Dispatched", "False", "Requeued", message),
                        ("PodsReady", "False", "Requeued", message),
-                       ("Queued", "True", "RequeuePause", message)))
+                       ("Queued", "True", "RequeuePause" if counted else reason, message)))
         if ok:
             rec.objects_ensured, rec.eviction = False, None
-            rec.last_pending, rec.last_pending_at = ("RequeuePause", message), now
+            rec.last_pending, rec.last_pending_at = ("", ""), None
             metrics.count_requeue(reason)
             self.changed()
-        return None
 
     # -- deletion ---------------------------------------------------------------------------
     async def cleanup(self, rec: AppWrapperRecord) -> float | None:
@@ -190,14 +264,18 @@ class Lifecycle:
             deleted_at = parse_time(rec.meta.get("deletionTimestamp")) or utcnow()
             left = await self._clear_spoke(rec, since=deleted_at)
             if left is None:
-                message = (f"cannot remove the wrapped objects from cluster {cluster}: it is "
-                           "not reachable; retrying")
-                cond = rec.condition("CleanupPending") or {}
-                if cond.get("message") != message:
-                    await self.writer.patch_status(rec, {"message": message}, conditions=(
-                        ("CleanupPending", "True", "ClusterUnreachable", message),))
-                return self.config.deletion_retry_seconds
-            if left:
+                lost_for = self._lost_for(cluster)
+                if lost_for < self.config.spoke_lost_seconds:
+                    message = (f"cannot remove the wrapped objects from cluster {cluster}: "
+                               "it is not reachable; retrying")
+                    cond = rec.condition("CleanupPending") or {}
+                    if cond.get("message") != message:
+                        await self.writer.patch_status(rec, {"message": message}, conditions=(
+                            ("CleanupPending", "True", "ClusterUnreachable", message),))
+                    return min(self.config.deletion_retry_seconds,
+                               self.config.spoke_lost_seconds - lost_for + 0.1)
+                await self.leftovers.record(cluster, rec, self.objects.created(rec))
+            elif left:
                 return RECHECK_S
         await self.writer.set_finalizer(rec, present=False)
         self.changed()

@@ -18,6 +18,8 @@ from typing import Any
 
 from mcad import metrics
 from mcad.config import RunConfig
+from mcad.controller.clock import utcnow
+from mcad.controller.leftovers import leftovers_of
 from mcad.controller.spokes import Connector, SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.supervisor import Supervisor
@@ -55,6 +57,7 @@ class Links:
                 self._stop(name)
                 link = None
             if link is None:
+                self.state.lost_since.pop(name, None)
                 link = SpokeLink(name=name, on_change=self.on_change, on_health=self.on_health,
                                  fence=self.fence)
                 self.state.links[name] = link
@@ -64,9 +67,11 @@ class Links:
                                       link.run(connector))
             link.labels = dict(spec.get("labels") or {})
             link.schedulable = not spec.get("unschedulable")
+            link.leftovers = len(leftovers_of(spoke))
         self.on_health("")
 
     def _stop(self, name: str) -> None:
+        self.state.lost_since.setdefault(name, utcnow())
         self.state.links.pop(name)
         self.state.link_sources.pop(name, None)
         self.supervisor.cancel(f"spoke {name}")

@@ -1,10 +1,15 @@
 """The wrapped objects on a spoke: plan, create idempotently, delete, check gone.
 
-Creation resolves every kind through the spoke's discovery first, so an unknown or
-cluster-scoped kind refuses the AppWrapper before anything exists; then it creates
-the namespace if missing and each object. An object that already exists with our
-uid label is ours (a restart or a retry, not a duplicate); one without it belongs to
-someone else, and the AppWrapper fails with that said rather than adopting it.
+Creation resolves every kind through the spoke's discovery first, so a cluster-scoped
+kind refuses the AppWrapper before anything exists, and a kind the chosen cluster does
+not serve sends it back to the queue to go elsewhere (``KindNotServed``); then it
+creates the namespace if missing and each object. An object that already exists with
+our uid label is ours (a restart or a retry, not a duplicate); one without it belongs
+to someone else, and the AppWrapper fails with that said rather than adopting it.
+
+Deletion removes what the current dispatch *recorded* it created (the status's
+``componentStatus``), not what the spec says now, so objects renamed or removed by a
+spec change are not left behind.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ from mcad.gateway.errors import AlreadyExists, ApiError, NotFound, UnknownKind
 from mcad.gateway.resources import ResourceRef
 
 log = logging.getLogger(__name__)
+
+
+class KindNotServed(Exception):
+    """The cluster chosen does not serve a kind the AppWrapper wraps (its discovery was
+    behind, or a CRD was removed); the AppWrapper must go elsewhere."""
 
 
 class ObjectManager:
@@ -70,10 +80,9 @@ class ObjectManager:
         for wrapped in planned:
             try:
                 ref = await link.discovery.resource_for(wrapped.api_version, wrapped.kind)
-            except UnknownKind:
-                return Refusal("UnknownKind", f"{wrapped.describe}: cluster {link.name} "
-                                              f"serves no kind {wrapped.kind} in "
-                                              f"{wrapped.api_version}")
+            except UnknownKind as err:
+                raise KindNotServed(f"{wrapped.describe}: cluster {link.name} serves no kind "
+                                    f"{wrapped.kind} in {wrapped.api_version}") from err
             if not ref.namespaced:
                 return Refusal("ClusterScoped", f"{wrapped.describe} is cluster-scoped on "
                                                 f"{link.name}; an AppWrapper may only create "
@@ -83,8 +92,9 @@ class ObjectManager:
 
     async def ensure(self, rec: AppWrapperRecord) -> bool:
         """Create whatever of the AppWrapper is missing on its cluster; True when all is
-        there. A refusal fails the AppWrapper; an API error is raised, and the work queue
-        retries the AppWrapper after its backoff."""
+        there. A refusal fails the AppWrapper; ``KindNotServed`` is raised for a kind the
+        cluster lacks; an API error is raised, and the work queue retries the AppWrapper
+        after its backoff."""
         link = self.usable_link(rec.cluster)
         if link is None:
             return False
@@ -128,6 +138,16 @@ class ObjectManager:
                 "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         link.namespaces_made.add(namespace)
 
+    def created(self, rec: AppWrapperRecord) -> list[tuple[str, str, str]]:
+        """(apiVersion, kind, name) of what the current dispatch created: as recorded at
+        dispatch, or (for a dispatch persisted before mcad recorded it) as planned."""
+        recorded = rec.components()
+        if recorded:
+            return recorded
+        planned = self.plan(rec)
+        return [] if isinstance(planned, Refusal) else [
+            (w.api_version, w.kind, w.name) for w in planned]
+
     async def clear(self, rec: AppWrapperRecord) -> int | None:
         """Delete every wrapped object of the AppWrapper on its cluster (one GET and, when
         it is ours and not already going, one DELETE per object) and return how many
@@ -137,23 +157,19 @@ class ObjectManager:
         if link is None or not link.health.ready:
             return None
         assert link.conn is not None and link.discovery is not None
-        planned = self.plan(rec)
         left = len(link.pods_of(rec.uid))
-        if isinstance(planned, Refusal):
-            return left
         try:
-            for wrapped in planned:
+            for api_version, kind, name in self.created(rec):
                 try:
-                    ref = await link.discovery.resource_for(wrapped.api_version, wrapped.kind)
-                    existing = await verbs.get(link.conn, ref, wrapped.name,
-                                               namespace=rec.namespace)
+                    ref = await link.discovery.resource_for(api_version, kind)
+                    existing = await verbs.get(link.conn, ref, name, namespace=rec.namespace)
                 except (NotFound, UnknownKind):
                     continue
                 if not is_ours(existing, uid=rec.uid):
                     continue
                 left += 1
                 if not (existing.get("metadata") or {}).get("deletionTimestamp"):
-                    await verbs.delete(link.conn, ref, wrapped.name, namespace=rec.namespace,
+                    await verbs.delete(link.conn, ref, name, namespace=rec.namespace,
                                        propagation="Background")
         except ApiError as err:
             metrics.count_api_error(link.name, err.reason or type(err).__name__)

@@ -20,8 +20,8 @@ from mcad.core.capacity import AppWrapperKey, ClusterName
 from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry
 from mcad.core.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.placement import ClusterSelector
-from mcad.core.requeue import RequeuePolicy
-from mcad.core.wrapping import Refusal, WrappedObject
+from mcad.core.requeue import UNCOUNTED_REASONS, RequeuePolicy
+from mcad.core.wrapping import Refusal, WrappedObject, wrapped_kinds
 
 FINALIZER = "workload.codeflare.dev/finalizer"
 TERMINAL = ("Completed", "Failed")
@@ -153,6 +153,12 @@ class AppWrapperRecord:
     def requeues(self) -> int:
         return int(self.status.get("numberOfRequeueings", 0) or 0)
 
+    def components(self) -> list[tuple[str, str, str]]:
+        """(apiVersion, kind, name) of the objects the current dispatch created, as
+        recorded in the status when it was persisted."""
+        return [(str(c.get("apiVersion", "")), str(c.get("kind", "")), str(c.get("name", "")))
+                for c in self.status.get("componentStatus") or [] if isinstance(c, dict)]
+
     # -- updating -----------------------------------------------------------------------
     def update(self, obj: dict[str, Any]) -> bool:
         """Take a newer version of the object; False when ``obj`` is older than ours."""
@@ -179,8 +185,9 @@ class AppWrapperRecord:
             created = parse_time(self.meta.get("creationTimestamp")) or datetime.min
             requeued = parse_time(self.status.get("requeueTimestamp"))
             policy = self.requeue_policy(config)
+            why = (self.condition("Requeuing") or {}).get("reason")
             not_before = requeued + timedelta(seconds=policy.pause_time_in_seconds) \
-                if requeued else None
+                if requeued and why not in UNCOUNTED_REASONS else None
             try:
                 selector = ClusterSelector.from_spec(cluster_scheduling.get("clusterSelector"))
             except ValueError:
@@ -194,5 +201,6 @@ class AppWrapperRecord:
                 cluster_selector=selector,
                 phase=Admitted(ClusterName(self.cluster)) if self.admitted else QUEUED,
                 avoid_cluster=self.status.get("previousCluster") or None,
-                not_before=not_before, queued_since=requeued)
+                not_before=not_before, queued_since=requeued,
+                kinds=wrapped_kinds(self.spec))
         return self.entry

@@ -88,7 +88,7 @@ class Reports:
             status=health[0], reason=health[1], message=health[2], now=now,
             generation=int(spoke["metadata"].get("generation", 0) or 0))
         try:
-            await verbs.merge_patch(self.hub, refs.SPOKECLUSTERS, name, {
+            answer = await verbs.merge_patch(self.hub, refs.SPOKECLUSTERS, name, {
                 "status": {**status, "conditions": conditions, "lastSyncTime": rfc3339(now)}},
                 subresource="status")
         except ApiError as err:
@@ -99,3 +99,5 @@ class Reports:
             return
         self._failed.pop(name, None)
         self._spoke_status[name] = {**status, "health": health}
+        if name in self.state.spoke_objects and answer.get("metadata"):
+            self.state.spoke_objects[name] = answer  # its newest resourceVersion

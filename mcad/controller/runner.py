@@ -10,7 +10,8 @@ The concurrency, stated once:
   "something changed" to the dispatcher;
 - the dispatcher is the only task that decides; it records decisions and adds keys;
 - the work queue's workers are the only ones that write about an AppWrapper, one key
-  at a time (``Reconciler``);
+  at a time (``Reconciler``); a second queue, keyed by cluster, collects what a lost
+  cluster was left with once it answers again (``Leftovers``);
 - reports read the caches and write observations (metrics, SpokeCluster status).
 
 Nothing else runs: no callbacks that write, no shared flags, no ad hoc timers.
@@ -26,6 +27,7 @@ from mcad.config import RunConfig
 from mcad.controller.admission import Admission
 from mcad.controller.dispatcher import Dispatcher
 from mcad.controller.hub import HubCache
+from mcad.controller.leftovers import Leftovers
 from mcad.controller.lifecycle import Lifecycle
 from mcad.controller.links import Links
 from mcad.controller.objects import ObjectManager
@@ -59,17 +61,19 @@ class Controller:
         self.reports = Reports(hub=hub, state=self.state)
         self.objects = ObjectManager(state=self.state, config=config, writer=self.writer,
                                      released=self.changed)
+        self.leftovers = Leftovers(hub=hub, state=self.state)
+        self.spoke_queue: WorkQueue[str] = WorkQueue("spokes")
         self.reconciler = Reconciler(
             state=self.state, queue=self.queue,
             admission=Admission(config=config, writer=self.writer, objects=self.objects,
                                 changed=self.changed),
             lifecycle=Lifecycle(config=config, writer=self.writer, objects=self.objects,
-                                changed=self.changed))
+                                leftovers=self.leftovers, changed=self.changed))
         self.links = Links(state=self.state, config=config, supervisor=self.supervisor,
                            connect_hub=connect_hub, fence=fence,
                            on_change=self._on_spoke_change, on_health=self._on_link_health)
         self.hub_cache = HubCache(hub=hub, state=self.state, config=config, queue=self.queue,
-                                  dispatcher=self.dispatcher, spokes_changed=self.links.sync)
+                                  dispatcher=self.dispatcher, spokes_changed=self._spokes_changed)
         if local:  # the hub itself as cluster "local", with no SpokeCluster object
             self.state.spoke_objects[LOCAL] = {"metadata": {"name": LOCAL},
                                                "spec": {"local": True}}
@@ -93,6 +97,8 @@ class Controller:
         tasks += [("dispatcher", lambda: self.dispatcher.run(self.ready)),
                   ("reconcilers", lambda: run_workers(self.queue, self.reconciler.reconcile,
                                                      workers=self.workers)),
+                  ("spoke reconcilers", lambda: run_workers(self.spoke_queue,
+                                                           self.leftovers.collect, workers=2)),
                   ("reports", self.reports.run)]
         async with asyncio.TaskGroup() as group:
             group.create_task(self.supervisor.run(*tasks), name="supervisor")
@@ -100,6 +106,12 @@ class Controller:
             self.links.sync()  # the links known before any SpokeCluster is listed (--local)
 
     # -- what spoke links tell us -------------------------------------------------------
+    def _spokes_changed(self) -> None:
+        self.links.sync()
+        for name, link in self.state.links.items():
+            if link.leftovers:
+                self.spoke_queue.add(name)
+
     def _on_spoke_change(self, cluster: str, uids: Iterable[str], capacity: bool) -> None:
         for uid in uids:
             key = self.state.by_uid.get(uid)
@@ -110,6 +122,8 @@ class Controller:
 
     def _on_link_health(self, cluster: str) -> None:
         self.changed()
+        if cluster:
+            self.spoke_queue.add(cluster)
         for rec in self.state.appwrappers.values():
             if cluster and rec.cluster == cluster:
                 self.queue.add(rec.key)

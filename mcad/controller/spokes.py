@@ -50,6 +50,7 @@ TERMINAL = ("Succeeded", "Failed")
 PROBE_PERIOD_S = 3.0
 PROBE_TIMEOUT_S = 5.0
 PROBE_FAILURES = 2
+DISCOVERY_PERIOD_S = 30.0
 """Consecutive failed probes after which the cluster is Unreachable."""
 
 
@@ -88,6 +89,10 @@ class SpokeLink:
     last_contact: datetime | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     schedulable: bool = True
+    leftovers: int = 0
+    """Objects recorded to delete here (``Leftovers``): no new work until they are gone."""
+    started_at: datetime = field(default_factory=utcnow)
+    """When this link was made: "lost since" for a cluster never reached since."""
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     requested: dict[str, ResourceList] = field(default_factory=dict)
     pods: dict[str, _Pod] = field(default_factory=dict)
@@ -98,6 +103,7 @@ class SpokeLink:
     _kinds: dict[str, Informer] = field(default_factory=dict)
     _supervisor: Supervisor | None = None
     _probe_failures: int = 0
+    _discovered: bool = False
     _node_cache: dict[str, NodeCapacity] = field(default_factory=dict)
 
     # -- life ---------------------------------------------------------------------------
@@ -130,7 +136,7 @@ class SpokeLink:
         try:
             await self._supervisor.run(*((name, informer.run)
                                          for name, informer in self._informers.items()),
-                                       ("probe", self._probe))
+                                       ("probe", self._probe), ("discovery", self._discover))
         finally:
             self._supervisor = None
             self.conn, self.discovery = None, None
@@ -146,6 +152,7 @@ class SpokeLink:
         self._kinds.clear()
         self._node_cache.clear()
         self._probe_failures = 0
+        self._discovered = False
 
     def _set_health(self, ready: bool, reason: str, message: str) -> None:
         if (self.health.ready, self.health.reason, self.health.message) != (ready, reason,
@@ -160,8 +167,9 @@ class SpokeLink:
         if self.conn is None:
             return
         if self._probe_failures >= PROBE_FAILURES:
-            self._set_health(False, "Unreachable", f"the API server did not answer "
-                             f"{self._probe_failures} probes in a row")
+            since = self.lost_since().strftime("%H:%M:%S")
+            self._set_health(False, "Unreachable", f"the API server has not answered its "
+                             f"probes since {since} UTC")
             return
         behind = [name for name, informer in [*self._informers.items(), *self._kinds.items()]
                   if not informer.synced]
@@ -174,13 +182,35 @@ class SpokeLink:
             else:
                 self._set_health(False, "Syncing", f"listing {', '.join(behind)}")
             return
+        if not self._discovered:
+            self._set_health(False, "Syncing", "reading the cluster's API discovery")
+            return
         ready_nodes = sum(1 for n in self.nodes.values() if _node_ready(n))
         self._set_health(True, "Connected", f"{len(self.nodes)} nodes, {ready_nodes} ready")
+
+    def lost_since(self) -> datetime:
+        """Since when the cluster has not answered (meaningful while it is not ready)."""
+        return self.last_contact or self.started_at
 
     def _on_sync(self, synced: bool, error: ApiError | None) -> None:
         if synced:
             self.last_contact = utcnow()
         self._refresh_health()
+
+    async def _discover(self) -> None:
+        """Learn which kinds the cluster serves, at once and then every 30 s (a CRD
+        installed there later becomes usable without a restart)."""
+        assert self.discovery is not None
+        while True:
+            try:
+                before = self.discovery.kinds
+                if await self.discovery.refresh() != before:
+                    self.on_change(self.name, (), True)  # AppWrappers may fit here now
+                self._discovered = True
+            except ApiError as err:
+                log.warning("discovery on %s failed: %s", self.name, err)
+            self._refresh_health()
+            await asyncio.sleep(DISCOVERY_PERIOD_S if self._discovered else PROBE_PERIOD_S)
 
     async def _probe(self) -> None:
         assert self.conn is not None
@@ -287,7 +317,9 @@ class SpokeLink:
         ordered = tuple(sorted(nodes, key=lambda n: n.name))
         return ClusterCapacity(name=ClusterName(self.name), nodes=ordered,
                                labels=dict(self.labels), ready=self.health.ready,
-                               schedulable=self.schedulable, reservations=reservations)
+                               schedulable=self.schedulable and not self.leftovers,
+                               reservations=reservations,
+                               kinds=self.discovery.kinds if self.discovery else None)
 
 
 def _by_name(obj: Mapping[str, Any]) -> str:

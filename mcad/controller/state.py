@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from mcad.controller.records import AppWrapperRecord
@@ -22,4 +23,5 @@ class ControllerState:
     secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
     links: dict[str, SpokeLink] = field(default_factory=dict)
     link_sources: dict[str, str] = field(default_factory=dict)
-    synced: set[str] = field(default_factory=set)
+    lost_since: dict[str, datetime] = field(default_factory=dict)
+    """Clusters AppWrappers run on that have no link (unregistered), and since when."""

@@ -95,11 +95,20 @@ class ClusterCapacity:
     ready: bool = True
     schedulable: bool = True
     reservations: tuple[Reservation, ...] = ()
+    kinds: frozenset[tuple[str, str]] | None = None
+    """The (apiVersion, kind) pairs the cluster serves; None when not known (then any)."""
 
     @property
     def usable(self) -> bool:
         """True when new AppWrappers may go to this cluster."""
         return self.ready and self.schedulable
+
+    def serves(self, kinds: Iterable[tuple[str, str]]) -> bool:
+        """True when objects of every one of ``kinds`` can be created here."""
+        return self.kinds is None or all(kind in self.kinds for kind in kinds)
+
+    def unserved(self, kinds: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [] if self.kinds is None else [k for k in kinds if k not in self.kinds]
 
     def capacity(self) -> ResourceList:
         """Allocatable resources of every node, usable or not."""

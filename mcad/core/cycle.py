@@ -118,6 +118,9 @@ class AppWrapperEntry:
     not_before: datetime | None = None
     queued_since: datetime | None = None
     """When it last entered the queue (creation or last requeue); None: ``created``."""
+    kinds: tuple[tuple[str, str], ...] = ()
+    """The (apiVersion, kind) of every object it wraps: only clusters serving them all
+    may take it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,8 +320,9 @@ class _Decider:
             return
         selector = entry.cluster_selector
         if entry.clusters or (selector is not EVERY_CLUSTER and (
-                selector.match_labels or selector.match_expressions)):
-            candidates = self.board.eligible(entry.clusters, selector)
+                selector.match_labels or selector.match_expressions)) or \
+                (self.board.kinds_differ and entry.kinds):
+            candidates = self.board.eligible(entry.clusters, selector, entry.kinds)
         else:
             candidates = self.everywhere
         if isinstance(candidates, str):

@@ -261,21 +261,28 @@ class ClusterBoard:
         self._allocatable = [ResourceList(pool.allocatable) for pool in self.pools]
         self._empty: dict[int, NodePool] = {}
         self._eligible: dict[tuple[object, ...], tuple[int, ...] | str] = {}
+        self.kinds_differ = any(c.kinds is not None for c in self.clusters)
+        """True when some cluster says which kinds it serves (so kinds can rule it out)."""
 
     def index(self, name: str) -> int | None:
         return self._index.get(name)
 
-    def eligible(self, names: Sequence[str] = (),
-                 selector: ClusterSelector = EVERY_CLUSTER) -> tuple[int, ...] | str:
-        """Indices of the usable clusters an AppWrapper may go to, or why there are none."""
-        key = (tuple(names), selector)
+    def eligible(self, names: Sequence[str] = (), selector: ClusterSelector = EVERY_CLUSTER,
+                 kinds: Sequence[tuple[str, str]] = ()) -> tuple[int, ...] | str:
+        """Indices of the usable clusters an AppWrapper may go to, or why there are none.
+
+        ``kinds`` are the (apiVersion, kind) it wraps: a cluster that does not serve one
+        of them (per its discovery) is ruled out, so an AppWrapper is never sent where its
+        objects cannot be created.
+        """
+        key = (tuple(names), selector, tuple(kinds))
         found = self._eligible.get(key)
         if found is None:
-            found = self._eligible[key] = self._find_eligible(names, selector)
+            found = self._eligible[key] = self._find_eligible(names, selector, kinds)
         return found
 
-    def _find_eligible(self, names: Sequence[str],
-                       selector: ClusterSelector) -> tuple[int, ...] | str:
+    def _find_eligible(self, names: Sequence[str], selector: ClusterSelector,
+                       kinds: Sequence[tuple[str, str]]) -> tuple[int, ...] | str:
         wanted = set(names)
         named = [i for i, c in enumerate(self.clusters) if not wanted or c.name in wanted]
         if not named:
@@ -284,6 +291,14 @@ class ClusterBoard:
         if not matched:
             among = f" among {', '.join(sorted(wanted))}" if wanted else ""
             return f"no cluster{among} matches its clusterSelector ({selector})"
+        serving = [i for i in matched if self.clusters[i].serves(kinds)]
+        if not serving:
+            missing = "; ".join(
+                f"{self.clusters[i].name} serves no "
+                f"{', '.join(f'{k} ({v})' for v, k in self.clusters[i].unserved(kinds))}"
+                for i in matched)
+            return f"no matching cluster serves every kind it wraps: {missing}"
+        matched = serving
         usable = tuple(i for i in matched if self.clusters[i].usable)
         if not usable:
             states = ", ".join(

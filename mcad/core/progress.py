@@ -94,22 +94,36 @@ Progress = KeepRunning | Completed | Requeue | Fail
 
 def progress(*, now: datetime, policy: RequeuePolicy, dispatched_at: datetime,
              requeue_count: int, min_available: int, expected_pods: int, pods: PodCounts,
-             items: Sequence[ItemState]) -> Progress:
-    """Decide what a dispatched AppWrapper's pods and objects mean now."""
+             items: Sequence[ItemState], unready_since: datetime | None = None) -> Progress:
+    """Decide what a dispatched AppWrapper's pods and objects mean now.
+
+    Completion: every item with completion types (its ``completionstatus``, or its kind's
+    own: a Job's Complete) reports one of them True; an AppWrapper with no such item is
+    complete when as many pods succeeded as it makes and none is left running (a pod that
+    failed and was replaced does not stand in the way).
+
+    Readiness is latched: ``unready_since`` is when a gang that *was* ready dropped below
+    ``minAvailable`` (None if it never was ready, or is ready now). Such a gang gets the
+    requeuing time again from that moment, so one pod restarting in a long run is not
+    a reason to take the whole gang back; a gang that never came up is measured from
+    dispatch.
+    """
     tracked = [i for i in items if i.completion_types]
     if tracked and all(i.complete for i in tracked):
         return Completed(hold=pods.active > 0)
-    if not tracked and pods.succeeded and pods.active == 0 and pods.failed == 0 \
+    if not tracked and pods.succeeded and pods.active == 0 \
             and pods.succeeded >= max(expected_pods, 1):
         return Completed(hold=False)
     failed_items = [i for i in items if i.failed]
     if failed_items:
         return _requeue_or_fail(policy, requeue_count, now, "WrappedObjectFailed",
                                 "a wrapped object reports Failed")
-    decision = readiness_decision(now=now, policy=policy, dispatched_at=dispatched_at,
+    decision = readiness_decision(now=now, policy=policy,
+                                  dispatched_at=unready_since or dispatched_at,
                                   requeue_count=requeue_count,
                                   ready_pods=pods.ready + pods.succeeded,
-                                  min_available=min_available)
+                                  min_available=min_available,
+                                  since_ready=unready_since is not None)
     if isinstance(decision, Ready):
         return KeepRunning(None, ready=True)
     if isinstance(decision, Wait):

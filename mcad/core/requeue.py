@@ -23,6 +23,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+UNCOUNTED_REASONS = frozenset({"SpokeLost", "SpecChanged", "KindNotServed"})
+"""Requeues that are not the gang's doing: its cluster stopped answering, its spec was
+changed after dispatch, or the cluster chosen turned out not to serve a wrapped kind.
+They do not count against maxNumRequeuings, and the AppWrapper may be dispatched again
+at once (no pause: nothing of it is left to drain where it goes next)."""
+
 MAX_TIMEOUT_SECONDS = 10 * 365 * 24 * 3600
 """Uncapped growth stops here: ten years, far past any real wait, short of overflow."""
 
@@ -146,9 +152,13 @@ ReadinessDecision = Ready | Wait | Requeue | Fail
 
 
 def readiness_decision(*, now: datetime, policy: RequeuePolicy, dispatched_at: datetime,
-                       requeue_count: int, ready_pods: int,
-                       min_available: int) -> ReadinessDecision:
-    """What to do with a dispatched AppWrapper whose gang may not be up yet."""
+                       requeue_count: int, ready_pods: int, min_available: int,
+                       since_ready: bool = False) -> ReadinessDecision:
+    """What to do with a dispatched AppWrapper whose gang may not be up yet.
+
+    ``dispatched_at`` is when the clock started: the dispatch, or (``since_ready``) the
+    moment a gang that had been ready dropped below ``min_available``.
+    """
     if ready_pods >= min_available:
         return Ready()
     timeout = readiness_timeout(policy, requeue_count)
@@ -156,7 +166,8 @@ def readiness_decision(*, now: datetime, policy: RequeuePolicy, dispatched_at: d
     if now < deadline:
         return Wait(deadline)
     short = (f"only {ready_pods} of the {min_available} pods it needs were ready "
-             f"{timeout}s after dispatch")
+             + (f"for {timeout}s after the gang lost pods" if since_ready
+                else f"{timeout}s after dispatch"))
     limit = policy.max_num_requeuings
     if limit and requeue_count >= limit:
         return Fail("RequeueLimitReached",

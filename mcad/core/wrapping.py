@@ -12,6 +12,8 @@ of the same name that is not ours is never mistaken for ours.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +35,19 @@ CLUSTER_SCOPED = frozenset({
     "CSIDriver", "CSINode", "VolumeAttachment", "IngressClass", "ClusterQueue",
     "ResourceFlavor", "SpokeCluster",
 })
+DEFAULT_COMPLETION: dict[tuple[str, str], tuple[str, ...]] = {
+    ("batch", "Job"): ("Complete",),
+    ("jobset.x-k8s.io", "JobSet"): ("Completed",),
+    ("kubeflow.org", "PyTorchJob"): ("Succeeded",),
+    ("kubeflow.org", "TFJob"): ("Succeeded",),
+    ("kubeflow.org", "MPIJob"): ("Succeeded",),
+    ("kubeflow.org", "XGBoostJob"): ("Succeeded",),
+    ("kubeflow.org", "PaddleJob"): ("Succeeded",),
+}
+"""(group, kind) -> the condition types that mean a wrapped object of that kind is done,
+used when its item gives no ``completionstatus``: a Job is done when *it* says Complete,
+not when the pods present at some moment have succeeded (between waves of a Job with
+completions > parallelism, or after a failed pod was replaced, the pods mislead)."""
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
                   "deletionGracePeriodSeconds", "managedFields", "ownerReferences",
                   "generation", "selfLink")
@@ -48,7 +63,8 @@ class WrappedObject:
     name: str
     manifest: dict[str, Any]
     completion: tuple[str, ...] = ()
-    """The item's ``completionstatus``: condition types that mean it is done."""
+    """The item's ``completionstatus`` (or its kind's ``DEFAULT_COMPLETION``): condition
+    types that mean it is done."""
 
     @property
     def describe(self) -> str:
@@ -61,6 +77,30 @@ class Refusal:
 
     reason: str
     message: str
+
+
+def wrapped_kinds(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The (apiVersion, kind) of every object an AppWrapper wraps, sorted, once each."""
+    items = (spec.get("resources") or {}).get("GenericItems") or []
+    kinds = set()
+    for item in items:
+        template = item.get("generictemplate") if isinstance(item, Mapping) else None
+        if isinstance(template, Mapping) and template.get("apiVersion") and \
+                template.get("kind"):
+            kinds.add((str(template["apiVersion"]), str(template["kind"])))
+    return tuple(sorted(kinds))
+
+
+def dispatch_digest(spec: Mapping[str, Any]) -> str:
+    """A digest of what a dispatch creates and how it is scheduled: the wrapped items and
+    the scheduling spec, less what may change while it runs (requeuing, dispatchDuration).
+    Priority is left out: it matters only in the queue."""
+    scheduling = dict(spec.get("schedulingSpec") or {})
+    scheduling.pop("requeuing", None)
+    scheduling.pop("dispatchDuration", None)
+    canonical = json.dumps({"resources": spec.get("resources"), "scheduling": scheduling},
+                           sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def identity_labels(*, name: str, uid: str) -> dict[str, str]:
@@ -108,7 +148,8 @@ def wrapped_objects(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
         for pod_template in _pod_templates(manifest.get("spec")):
             pod_meta = pod_template.setdefault("metadata", {})
             pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
-        completion = completion_types(str(item.get("completionstatus") or ""))
+        completion = completion_types(str(item.get("completionstatus") or "")) or \
+            DEFAULT_COMPLETION.get((api_version.rpartition("/")[0], kind), ())
         out.append(WrappedObject(index, api_version, kind, obj_name, manifest, completion))
     return out
 

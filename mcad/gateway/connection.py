@@ -107,7 +107,7 @@ class Connection:
     async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
                       body: Any = None, content_type: str = JSON,
                       timeout: float = REQUEST_TIMEOUT_S, attempts: int | None = None,
-                      fenced: bool = True) -> dict[str, Any]:
+                      fenced: bool = True, accept: str = JSON) -> dict[str, Any]:
         """Send one request (retried when that is safe) and return the JSON answer.
 
         ``attempts`` overrides the connection's retry count; ``fenced=False`` skips the
@@ -122,16 +122,17 @@ class Connection:
             with attempt:
                 return await self._once(method, path, params=params, body=body,
                                         content_type=content_type, timeout=timeout,
-                                        fenced=fenced)
+                                        fenced=fenced, accept=accept)
         raise AssertionError("unreachable")  # pragma: no cover - tenacity reraises
 
     async def _once(self, method: str, path: str, *, params: Mapping[str, str] | None,
-                    body: Any, content_type: str, timeout: float,
-                    fenced: bool) -> dict[str, Any]:
+                    body: Any, content_type: str, timeout: float, fenced: bool,
+                    accept: str) -> dict[str, Any]:
         if fenced and method != "GET" and self.write_fence is not None:
             self.write_fence()
         data = None if body is None else json.dumps(body).encode()
         headers = await self._headers(content_type if data is not None else None)
+        headers["Accept"] = accept
         try:
             reply = await self.transport.send(method, self.host + path, params=params or {},
                                               body=data, headers=headers, timeout=timeout)

@@ -54,12 +54,46 @@ SPOKECLUSTERS = ResourceRef("cluster.codeflare.dev/v1alpha1", "SpokeCluster", "s
                             False)
 
 
+AGGREGATED = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+              "application/json")
+
+
 class Discovery:
-    """Per-connection cache of group-version resource lists."""
+    """Per-connection cache of group-version resource lists.
+
+    ``refresh`` reads the whole cluster at once through aggregated discovery (two
+    requests: ``/api`` and ``/apis``), so the controller knows which kinds a cluster
+    serves before it sends an AppWrapper there; ``kinds`` is that set, None when the
+    server does not offer aggregated discovery (then any kind is assumed, and a missing
+    one is found at creation time).
+    """
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self._cache: dict[str, dict[str, ResourceRef]] = {}
+        self.kinds: frozenset[tuple[str, str]] | None = None
+
+    async def refresh(self) -> frozenset[tuple[str, str]] | None:
+        """Read every served resource; returns (and keeps) the (apiVersion, kind) set."""
+        found: dict[str, dict[str, ResourceRef]] = {}
+        for path in ("/api", "/apis"):
+            listing = await self._conn.request("GET", path, accept=AGGREGATED)
+            if listing.get("kind") != "APIGroupDiscoveryList":
+                return None  # an older server: per group version, on demand
+            for group in listing.get("items") or []:
+                name = (group.get("metadata") or {}).get("name") or ""
+                for version in group.get("versions") or []:
+                    api_version = f"{name}/{version.get('version')}" if name \
+                        else str(version.get("version"))
+                    kinds = found.setdefault(api_version, {})
+                    for r in version.get("resources") or []:
+                        kind = (r.get("responseKind") or {}).get("kind")
+                        if kind and r.get("resource"):
+                            kinds[kind] = ResourceRef(api_version, kind, r["resource"],
+                                                      r.get("scope") == "Namespaced")
+        self._cache = found
+        self.kinds = frozenset((v, k) for v, kinds in found.items() for k in kinds)
+        return self.kinds
 
     async def resource_for(self, api_version: str, kind: str) -> ResourceRef:
         kinds = self._cache.get(api_version)

@@ -26,7 +26,15 @@ from mcad.controller import clock
 from mcad.controller.runner import Controller
 from mcad.gateway.connection import Connection
 from mcad.gateway.transport import Reply
-from tests.gateway.scripted import Request, ScriptedTransport, listing, reply, status
+from tests.gateway.scripted import (
+    CORE_KINDS,
+    Request,
+    ScriptedTransport,
+    aggregated_discovery,
+    listing,
+    reply,
+    status,
+)
 
 AW_PATH = "/apis/workload.codeflare.dev/v1beta1/appwrappers"
 AW_NS_PATH = "/apis/workload.codeflare.dev/v1beta1/namespaces/{ns}/appwrappers"
@@ -66,7 +74,9 @@ class Hub:
              lambda _r: listing([self.spoke_cluster]))
         t.on("GET", "/api/v1/namespaces/mcad-system/secrets", listing([]))
         t.on("PATCH", "/apis/cluster.codeflare.dev/v1alpha1/spokeclusters/local/status",
-             reply(200, {}))
+             self._patch_spoke)
+        t.on("GET", "/apis/cluster.codeflare.dev/v1alpha1/spokeclusters/local",
+             lambda _r: reply(200, self.spoke_cluster))
 
     def add(self, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
@@ -91,6 +101,23 @@ class Hub:
     def _list_appwrappers(self, request: Request) -> Reply:
         return listing(list(copy.deepcopy(list(self.appwrappers.values()))),
                        version=str(next(self.versions)))
+
+    def _patch_spoke(self, request: Request) -> Reply:
+        """The SpokeCluster status patched as the API server would (conditional when the
+        patch carries a resourceVersion), echoed on its watch."""
+        current = self.spoke_cluster
+        wanted = (request.body.get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            return status(409, "Conflict")
+        body = copy.deepcopy(request.body)
+        body.pop("metadata", None)
+        updated = merge(current, body)
+        updated["metadata"]["resourceVersion"] = str(next(self.versions))
+        self.spoke_cluster = updated
+        live = self.transport.live.get("/apis/cluster.codeflare.dev/v1alpha1/spokeclusters")
+        if live is not None:
+            live.event("MODIFIED", updated)
+        return reply(200, updated)
 
     def _patch(self, key: tuple[str, str]) -> Any:
         def answer(request: Request) -> Reply:
@@ -123,11 +150,74 @@ def spoke_transport(nodes: int = 4, gpus: int = 8) -> ScriptedTransport:
                     "conditions": [{"type": "Ready", "status": "True"}]}}
         for i in range(nodes)]))
     spoke.on("GET", "/api/v1/pods", listing([]))
-    spoke.on("GET", "/apis/batch/v1", reply(200, {"resources": [
-        {"name": "jobs", "kind": "Job", "namespaced": True}]}))
+    core, groups = aggregated_discovery(*CORE_KINDS, ("batch/v1", "Job", "jobs", True))
+    spoke.on("GET", "/api", core)
+    spoke.on("GET", "/apis", groups)
     spoke.on("GET", "/apis/batch/v1/jobs", listing([]))
     spoke.on("POST", "/api/v1/namespaces", reply(201, {}))
     return spoke
+
+
+@dataclass
+class SpokeJobs:
+    """Jobs on the scripted spoke, as created, read and deleted by the controller: POST
+    stores (409 when the name is taken), GET finds, DELETE removes; each change is echoed
+    on the live Job watch. ``pod`` pushes a pod of a Job onto the live pod watch."""
+
+    spoke: ScriptedTransport
+    namespace: str = "ns"
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        base = f"/apis/batch/v1/namespaces/{self.namespace}/jobs"
+        self.spoke.on("POST", base, self._create)
+
+    def _watch(self, kind: str, obj: dict[str, Any]) -> None:
+        live = self.spoke.live.get("/apis/batch/v1/jobs")
+        if live is not None:
+            live.event(kind, obj)
+
+    def _create(self, request: Request) -> Reply:
+        name = request.body["metadata"]["name"]
+        if name in self.jobs:
+            return status(409, "AlreadyExists")
+        job = copy.deepcopy(request.body)
+        job["metadata"]["uid"] = f"job-{name}"
+        self.jobs[name] = job
+        path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{name}"
+        self.spoke.only("GET", path, lambda _r: reply(200, self.jobs[name])
+                        if name in self.jobs else status(404, "NotFound"))
+        self.spoke.only("DELETE", path, self._delete(name))
+        self._watch("ADDED", job)
+        return reply(201, job)
+
+    def _delete(self, name: str) -> Any:
+        def answer(request: Request) -> Reply:
+            job = self.jobs.pop(name, None)
+            if job is None:
+                return status(404, "NotFound")
+            self.deleted.append(name)
+            self._watch("DELETED", job)
+            return reply(200, {})
+        return answer
+
+    def set_conditions(self, name: str, **conditions: str) -> None:
+        job = self.jobs[name]
+        job["status"] = {"conditions": [{"type": t, "status": v}
+                                        for t, v in conditions.items()]}
+        self._watch("MODIFIED", job)
+
+    def pod(self, job: str, index: int, *, phase: str = "Running", ready: bool = True,
+            node: str = "n0", kind: str = "ADDED") -> None:
+        template = self.jobs[job]["spec"]["template"]
+        pod = {"metadata": {"name": f"{job}-{index}", "namespace": self.namespace,
+                            "uid": f"{job}-pod-{index}",
+                            "labels": template["metadata"]["labels"]},
+               "spec": {"nodeName": node, "containers": template["spec"]["containers"]},
+               "status": {"phase": phase, "conditions": [
+                   {"type": "Ready", "status": "True" if ready else "False"}]}}
+        self.spoke.live["/api/v1/pods"].event(kind, pod)
 
 
 @dataclass

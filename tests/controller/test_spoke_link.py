@@ -19,7 +19,13 @@ from mcad.core.wrapping import UID_LABEL
 from mcad.gateway.connection import Connection
 from mcad.gateway.resources import ResourceRef
 from mcad.gateway.transport import TransportError
-from tests.gateway.scripted import ScriptedTransport, listing, reply
+from tests.gateway.scripted import (
+    CORE_KINDS,
+    ScriptedTransport,
+    aggregated_discovery,
+    listing,
+    reply,
+)
 from tests.metrics.sample import sample
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
@@ -58,6 +64,9 @@ class Running:
 async def running() -> AsyncIterator[Running]:
     spoke = ScriptedTransport()
     spoke.on("GET", "/readyz", reply(200))
+    core, groups = aggregated_discovery(*CORE_KINDS, ("batch/v1", "Job", "jobs", True))
+    spoke.on("GET", "/api", core)
+    spoke.on("GET", "/apis", groups)
     changes: list[tuple[str, tuple[str, ...], bool]] = []
     link = SpokeLink(name="east", on_change=lambda c, uids, cap: changes.append(
         (c, tuple(uids), cap)), on_health=lambda _c: None)

@@ -86,3 +86,38 @@ def test_a_failed_item_requeues_unless_failed_counts_as_completion() -> None:
     assert isinstance(decide(pods=PodCounts(failed=2), items=(failed,)), Requeue)
     done = ItemState(("Complete", "Failed"), {"Failed": "True"})
     assert decide(pods=PodCounts(failed=2), items=(done,)) == Completed(hold=False)
+
+
+# -- readiness is latched -------------------------------------------------------------------
+
+def test_a_gang_that_was_ready_is_not_requeued_at_once_when_a_pod_restarts() -> None:
+    # Ready for an hour, then one pod restarts: long past the dispatch deadline.
+    lost_at = T0 + timedelta(hours=1)
+    got = progress(now=lost_at + timedelta(seconds=5), policy=POLICY, dispatched_at=T0,
+                   requeue_count=0, min_available=2, expected_pods=2,
+                   pods=PodCounts(running=2, ready=1), items=[], unready_since=lost_at)
+    assert got == KeepRunning(lost_at + timedelta(seconds=60), ready=False)
+
+
+def test_a_gang_that_stays_below_min_available_for_the_requeuing_time_is_requeued() -> None:
+    lost_at = T0 + timedelta(hours=1)
+    got = progress(now=lost_at + timedelta(seconds=61), policy=POLICY, dispatched_at=T0,
+                   requeue_count=0, min_available=2, expected_pods=2,
+                   pods=PodCounts(running=2, ready=1), items=[], unready_since=lost_at)
+    assert isinstance(got, Requeue)
+    assert "after the gang lost pods" in got.message
+
+
+# -- completion needs the items' own word, or every pod --------------------------------------
+
+def test_a_replaced_failed_pod_does_not_stop_completion_by_pods() -> None:
+    assert decide(pods=PodCounts(succeeded=2, failed=1)) == Completed(hold=False)
+
+
+def test_a_job_between_waves_is_not_complete_until_it_says_so() -> None:
+    # completions 4, parallelism 2: two pods succeeded, the Job has not said Complete.
+    between = ItemState(("Complete",), {})
+    assert decide(pods=PodCounts(succeeded=2), items=(between,), expected=2) == \
+        KeepRunning(None, ready=True)
+    done = ItemState(("Complete",), {"Complete": "True"})
+    assert decide(pods=PodCounts(succeeded=4, failed=1), items=(done,)) == Completed(hold=False)

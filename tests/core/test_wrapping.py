@@ -92,3 +92,19 @@ def test_custompodresources_without_a_template_create_nothing() -> None:
                               spec={"resources": {"GenericItems": [
                                   {"custompodresources": [{"replicas": 1}]}]}})
     assert planned == []
+
+
+def test_a_job_without_completionstatus_completes_on_its_own_complete_condition() -> None:
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}}
+    planned = plan(job(), configmap)
+    assert isinstance(planned, list)
+    assert [w.completion for w in planned] == [("Complete",), ()]
+
+
+def test_a_given_completionstatus_wins_over_the_kinds_own() -> None:
+    planned = wrapped_objects(name="aw", namespace="ns", uid="u", kind_allowed=lambda *_: True,
+                              spec={"resources": {"GenericItems": [
+                                  {"completionstatus": "Complete,Failed",
+                                   "generictemplate": job()}]}})
+    assert isinstance(planned, list)
+    assert planned[0].completion == ("Complete", "Failed")

@@ -53,6 +53,32 @@ def listing(items: list[dict[str, Any]], version: str = "1") -> Reply:
     return reply(200, {"items": items, "metadata": {"resourceVersion": version}})
 
 
+def aggregated_discovery(*resources: tuple[str, str, str, bool]) -> tuple[Reply, Reply]:
+    """Answers for ``GET /api`` and ``GET /apis`` (aggregated discovery, v2) listing
+    ``(apiVersion, kind, plural, namespaced)`` resources."""
+    groups: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for api_version, kind, plural, namespaced in resources:
+        group, _, version = api_version.rpartition("/")
+        group_versions = groups.setdefault(group, {})
+        group_versions.setdefault(version, []).append({
+            "resource": plural, "scope": "Namespaced" if namespaced else "Cluster",
+            "responseKind": {"group": group, "version": version, "kind": kind}})
+
+    def listing_of(core: bool) -> Reply:
+        return reply(200, {"kind": "APIGroupDiscoveryList",
+                           "apiVersion": "apidiscovery.k8s.io/v2", "items": [
+                               {"metadata": {"name": group},
+                                "versions": [{"version": v, "resources": r}
+                                             for v, r in versions.items()]}
+                               for group, versions in groups.items() if (group == "") == core]})
+
+    return listing_of(True), listing_of(False)
+
+
+CORE_KINDS = (("v1", "Pod", "pods", True), ("v1", "Node", "nodes", False),
+              ("v1", "Namespace", "namespaces", False), ("v1", "ConfigMap", "configmaps", True))
+
+
 @dataclass
 class Stream:
     """One watch stream to feed: events, raw bytes, a failure, or its end."""

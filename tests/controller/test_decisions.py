@@ -1,0 +1,209 @@
+"""The controller's decisions through the gateway seam: a whole controller over a
+scripted hub and spoke, one case per behaviour. A Conflict on the conditional status
+write undoes the assumed dispatch and the next cycle decides again; a watch that breaks
+mid-stream relists without a second dispatch; pods drive PodsReady, and a gang that was
+ready and lost a pod is not requeued before the requeuing time; the Job's own Complete
+completes it; a spec change is applied through a requeue that deletes the old objects;
+an eviction order for a run that already ended is void; deletion removes the Job
+before the finalizer; a spoke that stops answering for spokeLostSeconds has its
+AppWrapper's objects recorded as leftovers and the AppWrapper requeued (not counted)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from mcad.config import RunConfig
+from mcad.controller.records import EvictionOrder
+from mcad.core.capacity import AppWrapperKey
+from mcad.gateway import watch as watch_module
+from mcad.gateway.transport import TransportError
+from tests.controller.seam import (
+    AW_PATH,
+    Hub,
+    Running,
+    SpokeJobs,
+    job_appwrapper,
+    run_controller,
+    spoke_transport,
+)
+from tests.gateway.scripted import status
+
+pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
+NS_AW = "/apis/workload.codeflare.dev/v1beta1/namespaces/ns/appwrappers"
+STATUS = f"{NS_AW}/train/status"
+FINALIZER_PATH = f"{NS_AW}/train"
+KEY = AppWrapperKey("ns/train")
+
+
+@pytest.fixture(autouse=True)
+def fast_watch_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch_module, "BACKOFF_MIN_S", 0.01)
+
+
+class World:
+    """The running controller, its scripted hub and spoke, and the spoke's Jobs."""
+
+    def __init__(self, run: Running, jobs: SpokeJobs) -> None:
+        self.run = run
+        self.hub = run.hub
+        self.jobs = jobs
+
+    def aw(self, name: str = "train") -> dict[str, Any]:
+        return self.hub.get("ns", name)
+
+    def status(self, name: str = "train") -> dict[str, Any]:
+        return dict(self.aw(name).get("status") or {})
+
+    def condition(self, type_: str, name: str = "train") -> dict[str, Any]:
+        for cond in self.status(name).get("conditions") or []:
+            if cond["type"] == type_:
+                return dict(cond)
+        return {}
+
+    async def until(self, what: str, check: Any, within: float = 120) -> None:
+        for _ in range(int(within * 10)):
+            if check():
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"not {what} after {within}s: {self.status()}")
+
+
+async def world_with(config: RunConfig | None = None) -> AsyncIterator[World]:
+    hub = Hub()
+    spoke = spoke_transport()
+    jobs = SpokeJobs(spoke)
+    async for run in run_controller(hub, spoke, config):
+        yield World(run, jobs)
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def world() -> AsyncIterator[World]:
+    async for w in world_with():
+        yield w
+
+
+async def dispatched(w: World, name: str = "train") -> None:
+    await w.until("dispatched", lambda: w.status(name).get("state") == "Running"
+                  and name in w.jobs.jobs)
+
+
+async def test_a_conflict_on_the_status_write_is_decided_again_not_lost(world: World) -> None:
+    world.hub.add(job_appwrapper("train"))
+    world.hub.transport.first("PATCH", STATUS, status(409, "Conflict"))
+    await dispatched(world)
+    writes = world.hub.transport.sent("PATCH", STATUS)
+    assert len(writes) >= 2
+    assert all(w.body["metadata"]["resourceVersion"] for w in writes)  # always conditional
+    await asyncio.sleep(10)
+    assert list(world.jobs.jobs) == ["train"]
+
+
+async def test_a_watch_broken_mid_stream_relists_without_a_second_dispatch(
+        world: World) -> None:
+    world.hub.add(job_appwrapper("train"))
+    await dispatched(world)
+    lists = len(world.hub.transport.sent("GET", AW_PATH))
+    world.hub.transport.live[AW_PATH].raw(b'{"type": "MODIFIED", "obj')  # cut mid-event
+    world.hub.transport.live[AW_PATH].fail(TransportError("connection reset by peer"))
+    await asyncio.sleep(10)
+    assert len(world.hub.transport.sent("GET", AW_PATH)) > lists
+    assert len(world.jobs.jobs) == 1 and world.jobs.deleted == []
+    assert world.status()["state"] == "Running"
+
+
+async def test_pods_drive_pods_ready_and_a_lost_pod_gets_the_requeuing_time_again(
+        world: World) -> None:
+    body = job_appwrapper("train", pods=2, gpus=4)
+    body["spec"]["schedulingSpec"]["requeuing"] = {"timeInSeconds": 60}
+    world.hub.add(body)
+    await dispatched(world)
+    world.jobs.pod("train", 0)
+    world.jobs.pod("train", 1)
+    await world.until("ready", lambda: world.condition("PodsReady").get("status") == "True")
+    await asyncio.sleep(600)  # long past the deadline counted from dispatch
+    world.jobs.pod("train", 1, ready=False, kind="MODIFIED")
+    await world.until("not ready again",
+                      lambda: world.condition("PodsReady").get("reason") == "PodsNotReady")
+    await asyncio.sleep(45)  # within the requeuing time since the pod was lost
+    assert world.condition("Requeuing") == {} and world.status()["state"] == "Running"
+    await asyncio.sleep(30)  # now past it: the gang is taken back
+    await world.until("requeued", lambda: world.condition("Requeuing").get("reason") ==
+                      "InsufficientPodsReady")
+    assert "after the gang lost pods" in world.condition("Requeuing")["message"]
+
+
+async def test_the_jobs_own_complete_condition_completes_it(world: World) -> None:
+    world.hub.add(job_appwrapper("train"))
+    await dispatched(world)
+    world.jobs.pod("train", 0, phase="Succeeded", ready=False)
+    await asyncio.sleep(5)
+    assert world.status()["state"] == "Running"  # pods alone do not say a Job is done
+    world.jobs.set_conditions("train", Complete="True")
+    await world.until("completed", lambda: world.status()["state"] == "Completed")
+
+
+async def test_a_spec_change_after_dispatch_is_applied_through_a_requeue(
+        world: World) -> None:
+    world.hub.add(job_appwrapper("train"))
+    await dispatched(world)
+    aw = world.aw()
+    aw["spec"]["resources"]["GenericItems"][0]["generictemplate"]["metadata"]["name"] = "v2"
+    aw["metadata"]["generation"] = 2
+    aw["metadata"]["resourceVersion"] = str(next(world.hub.versions))
+    world.hub.transport.live[AW_PATH].event("MODIFIED", aw)
+    await world.until("running the new spec", lambda: "v2" in world.jobs.jobs)
+    assert world.jobs.deleted == ["train"]
+    assert world.condition("Requeuing")["reason"] == "SpecChanged"
+    assert world.status()["numberOfRequeueings"] == 0
+    assert world.status()["componentStatus"] == [{"apiVersion": "batch/v1", "kind": "Job",
+                                                  "name": "v2"}]
+
+
+async def test_an_eviction_order_for_a_run_that_ended_is_void(world: World) -> None:
+    world.hub.add(job_appwrapper("train"))
+    await dispatched(world)
+    rec = world.run.controller.state.appwrappers[KEY]
+    rec.eviction = EvictionOrder("Preempted", "for a test", "ns/other",
+                                 dispatch="2020-01-01T00:00:00Z")  # an earlier run's
+    world.run.controller.queue.add(KEY)
+    await asyncio.sleep(10)
+    assert world.jobs.deleted == [] and world.condition("Requeuing") == {}
+    assert rec.eviction is None
+
+
+async def test_deletion_removes_the_job_then_the_finalizer(world: World) -> None:
+    world.hub.add(job_appwrapper("train"))
+    await dispatched(world)
+    aw = world.aw()
+    aw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    aw["metadata"]["resourceVersion"] = str(next(world.hub.versions))
+    world.hub.transport.live[AW_PATH].event("MODIFIED", aw)
+    await world.until("finalizer removed",
+                      lambda: "workload.codeflare.dev/finalizer" not in
+                      (world.aw()["metadata"].get("finalizers") or []))
+    assert world.jobs.deleted == ["train"]
+
+
+async def test_a_spoke_lost_for_spoke_lost_seconds_records_leftovers_and_requeues() -> None:
+    async for w in world_with(RunConfig(spoke_lost_seconds=30)):
+        w.hub.add(job_appwrapper("train"))
+        await dispatched(w)
+        w.run.spoke.only("GET", "/readyz", TransportError("timed out"))
+        loop = asyncio.get_running_loop()
+        frozen = loop.time()
+        def lost(w: World = w) -> bool:
+            return w.condition("Requeuing").get("reason") == "SpokeLost"
+
+        await w.until("requeued", lost, within=120)
+        assert loop.time() - frozen >= 30
+        assert w.status()["numberOfRequeueings"] == 0
+        assert w.status()["previousCluster"] == "local"
+        ledger = w.hub.spoke_cluster["status"]["leftovers"]
+        assert ledger == [{"apiVersion": "batch/v1", "kind": "Job", "namespace": "ns",
+                           "name": "train", "uid": "uid-train"}]
+        assert w.run.controller.state.links["local"].leftovers == 1
