@@ -67,9 +67,9 @@ def render(report: SoakReport, plan: SoakPlan) -> str:
         ("requeues by last reason", requeues),
         ("samples of both spokes' pods (1 per second)",
          f"{report.samples} ({report.unanswered_samples} with a frozen spoke)"),
-        ("two copies of a gang running at once", str(len(report.double_runs))),
-        ("  of which a recorded leftover being collected after a lost spoke (apart)",
-         str(report.leftover_overlaps)),
+        ("two copies of a gang running at once (a violation)", str(len(report.double_runs))),
+        ("a recorded leftover of a lost spoke seen running beside its new copy, before "
+         "it was collected (not a violation: see above)", str(report.leftover_overlaps)),
         ("orphaned objects on the spokes", str(len(report.orphans))),
         ("left anywhere after deleting every AppWrapper", str(len(report.left_after_delete))),
         ("quota used != what runs", f"{len(report.quota_mismatches)} of "

@@ -152,7 +152,12 @@ class Soak:
             await asyncio.gather(sampler, injector, return_exceptions=True)
             for spoke in list(self.frozen):
                 faults.resume(self.dir, spoke)
-        await self._check_end()
+        try:
+            await self._check_end()
+        finally:
+            with contextlib.suppress(ApiError):  # its tree would hold back later work
+                await verbs.delete(self.hub, refs.QUOTASUBTREES, "soak-quota",
+                                   namespace="kube-system")
         self.report.seconds = time.monotonic() - started
         return self.report
 

@@ -34,6 +34,11 @@ ALLOWED_KIND = re.compile(rf"^(\*|{_KIND}|{_GROUP}/(\*|{_KIND}))$")
 _VERSION = re.compile(r"^v[0-9]+((alpha|beta)[0-9]+)?$")
 
 
+SENSITIVE_KINDS = frozenset({("rbac.authorization.k8s.io", "Role"),
+                             ("rbac.authorization.k8s.io", "RoleBinding")})
+"""Kinds "*" does not allow: only an allowedKinds entry naming them (or their group) does."""
+
+
 class ConfigError(ValueError):
     """The configuration cannot be used; the message is a sentence naming the field."""
 
@@ -92,9 +97,25 @@ class RunConfig(_Settings):
     default_requeuing: RequeuingDefaults = Field(default_factory=RequeuingDefaults)
     """Requeuing for AppWrappers whose schedulingSpec has none."""
     allowed_kinds: list[str] = Field(default_factory=lambda: ["*"])
-    """Kinds AppWrappers may wrap: "*", "group/*", "group/Kind", or "Kind" (core group)."""
+    """Kinds AppWrappers may wrap: "*", "group/*", "group/Kind", or "Kind" (core group).
+    Roles and RoleBindings only when named ("rbac.authorization.k8s.io/RoleBinding")."""
+    allow_service_account_token_secrets: bool = False
+    """True: AppWrappers may wrap Secrets of type kubernetes.io/service-account-token (a
+    token for any ServiceAccount of the namespace)."""
     deletion_retry_seconds: float = Field(5.0, gt=0)
     """Seconds between attempts to delete wrapped objects that are still there."""
+    allow_exec_credentials: bool = False
+    """True: a spoke's kubeconfig may run an exec credential plugin (clouds that need
+    one); otherwise such a SpokeCluster is Ready=False and the plugin never runs."""
+    spoke_namespace_pod_security: Literal["privileged", "baseline", "restricted"] = "baseline"
+    """The Pod Security level enforced in the namespaces mcad creates on spokes, so a
+    spoke's own admission refuses, say, a privileged pod in an AppWrapper."""
+    allow_unmanaged_namespaces: bool = False
+    """True: mcad may also write into spoke namespaces it did not create (and that lack
+    its label workload.codeflare.dev/managed=true), e.g. ones made by hand beforehand."""
+    quota_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
+    """Namespaces QuotaSubtrees are read from (the controller's own namespace too); a
+    QuotaSubtree anywhere else is ignored, so creating one grants nobody quota."""
     spoke_lost_seconds: float = Field(300.0, gt=0)
     """Seconds a cluster may not answer before the AppWrappers on it are requeued
     elsewhere (reason SpokeLost) and deletions there stop waiting for it."""
@@ -106,6 +127,19 @@ class RunConfig(_Settings):
             raise ValueError(f"is {value!r}; a namespace name has lower-case letters, "
                              "digits and '-', at most 63 characters")
         return value
+
+    @field_validator("quota_namespaces")
+    @classmethod
+    def _quota_namespaces_are_dns_labels(cls, value: list[str]) -> list[str]:
+        for index, entry in enumerate(value):
+            if len(entry) > 63 or not DNS_LABEL.match(entry):
+                raise ValueError(f"[{index}] is {entry!r}; a namespace name has lower-case "
+                                 "letters, digits and '-', at most 63 characters")
+        return value
+
+    def reads_quota_from(self, namespace: str) -> bool:
+        """May a QuotaSubtree in ``namespace`` grant quota?"""
+        return namespace == self.namespace or namespace in self.quota_namespaces
 
     @field_validator("allowed_kinds")
     @classmethod
@@ -128,11 +162,17 @@ class RunConfig(_Settings):
         """May an AppWrapper wrap objects of ``kind`` in ``api_version``?
 
         The group is read from ``api_version`` ("batch/v1" -> "batch"; "v1" is the
-        core group ""); an entry without a "/" names a kind of the core group.
+        core group ""); an entry without a "/" names a kind of the core group. The
+        kinds of ``SENSITIVE_KINDS`` (a Role or RoleBinding made with mcad's rights
+        could grant anything) are allowed only by an entry that names them or their
+        group, never by "*".
         """
         group = api_version.rpartition("/")[0]
+        sensitive = (group, kind) in SENSITIVE_KINDS
         for entry in self.allowed_kinds:
             if entry == "*":
+                if sensitive:
+                    continue
                 return True
             entry_group, _, entry_kind = entry.rpartition("/")
             if entry_group == group and entry_kind in ("*", kind):

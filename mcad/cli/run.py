@@ -34,6 +34,8 @@ from mcad.gateway.connection import (
 )
 from mcad.gateway.errors import BadKubeconfig
 from mcad.server import ListenError, bound_port, start_server
+from mcad.webhook.certmanager import CertManager, Registration
+from mcad.webhook.server import WebhookServer
 
 EXIT_BUG = 70
 log = logging.getLogger("mcad")
@@ -67,6 +69,16 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--leader-elect", type=_flag, default=True, metavar="true|false",
                         help="campaign for the Lease 'mcad' and dispatch only while holding "
                              "it (default: true)")
+    parser.add_argument("--webhook-address", default=None, metavar="HOST:PORT",
+                        help="serve the AppWrapper admission webhook (TLS) on this address")
+    parser.add_argument("--webhook-url", default=None, metavar="URL",
+                        help="the URL the API server calls the webhook at: mcad creates and "
+                             "updates the ValidatingWebhookConfiguration 'mcad' with it")
+    parser.add_argument("--webhook-service", default=None, metavar="NAMESPACE/NAME",
+                        help="the Service the manifests' ValidatingWebhookConfiguration "
+                             "names: mcad keeps its caBundle current")
+    parser.add_argument("--webhook-host", action="append", default=[], metavar="NAME",
+                        help="another DNS name or IP the serving certificate must carry")
     parser.add_argument("--local", action="store_true",
                         help="also dispatch to the hub itself, as cluster 'local' "
                              "(single-cluster mode without a SpokeCluster object)")
@@ -113,6 +125,23 @@ def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
     return out
 
 
+def _registration(args: argparse.Namespace) -> Registration | None:
+    """How the API server reaches the webhook, from the flags (None: not mcad's job)."""
+    service = None
+    if args.webhook_service:
+        namespace, sep, name = str(args.webhook_service).partition("/")
+        if not sep or not namespace or not name:
+            raise ListenError(f"--webhook-service {args.webhook_service!r} is not "
+                              "NAMESPACE/NAME, e.g. mcad-system/mcad-webhook")
+        service = (namespace, name)
+    if not args.webhook_url and service is None:
+        return None
+    if args.webhook_url and not str(args.webhook_url).startswith("https://"):
+        raise ListenError(f"--webhook-url {args.webhook_url!r} is not an https:// URL")
+    return Registration(url=args.webhook_url or "", service=service,
+                        extra_hosts=tuple(args.webhook_host))
+
+
 async def _connect_hub(kubeconfig: Path | None, name: str) -> Connection:
     if kubeconfig is None:
         return connect_in_cluster(name=name)
@@ -124,8 +153,14 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
     elector = LeaderElector(hub, namespace=config.namespace, identity=default_identity(),
                             timings=Timings()) if args.leader_elect else None
     current: list[Controller] = []
+    registration = _registration(args)
+    webhook = WebhookServer(hub=hub, config=config, address=args.webhook_address) \
+        if args.webhook_address else None
 
     def readiness() -> tuple[bool, str]:
+        if webhook is not None and not webhook.serving.is_set():
+            return False, "the admission webhook has no certificate yet (the leader issues " \
+                          "it into Secret mcad-webhook-tls)"
         if elector is not None and not elector.leading:
             return True, f"standby: the Lease {elector.namespace}/{elector.name} is held by " \
                          f"{elector.holder or 'nobody yet'}"
@@ -136,9 +171,14 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
         return False, current[0].not_ready_reason()
 
     async def lead() -> None:
+        extra = [("webhook certificates", CertManager(
+            hub=hub, namespace=config.namespace, registration=registration,
+            issued=webhook.reload_soon if webhook else lambda: None).run)] \
+            if registration is not None else []
         controller = Controller(hub=hub, config=config, local=args.local,
                                 connect_hub=lambda name: _connect_hub(kubeconfig, name),
-                                fence=elector.fence if elector is not None else None)
+                                fence=elector.fence if elector is not None else None,
+                                extra_tasks=extra)
         current.append(controller)
         try:
             await controller.run()
@@ -158,11 +198,17 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
         work = asyncio.create_task(elector.run(lead) if elector is not None else lead(),
                                    name="leader election" if elector else "controller")
         stopper = asyncio.create_task(stop.wait(), name="stop signal")
+        serving = asyncio.create_task(webhook.run() if webhook else stop.wait(),
+                                      name="webhook")
         try:
-            await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({work, stopper, serving}, return_when=asyncio.FIRST_COMPLETED)
+            if serving.done() and not serving.cancelled() and serving.exception():
+                raise serving.exception()  # type: ignore[misc]
         finally:
-            for pending in (work, stopper):
+            for pending in (work, stopper, serving):
                 pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
             with contextlib.suppress(asyncio.CancelledError):
                 await stopper
             try:

@@ -18,6 +18,7 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from mcad.api import quotasubtree
@@ -26,9 +27,10 @@ from mcad.api.documents import Parsed, parse_object
 from mcad.api.quotasubtree import QuotaSubtree
 from mcad.api.spokecluster import SpokeCluster
 from mcad.cli import manifests
-from mcad.core.demand import DemandError, appwrapper_demand
+from mcad.config import ConfigError, RunConfig, load_run_config
 from mcad.core.quota import QuotaForest, QuotaNodeSpec, nodes_from_subtree
 from mcad.core.resources import ResourceList
+from mcad.validation import check_appwrapper
 
 
 def add_parser(subparsers: Any) -> None:
@@ -45,13 +47,22 @@ def add_parser(subparsers: Any) -> None:
         "-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
         help="a manifest file, a directory of them, or - for stdin (repeatable)",
     )
+    parser.add_argument(
+        "--config", type=Path, default=None, metavar="FILE",
+        help="mcad run's configuration, for its policy on wrapped kinds (default: the "
+             "defaults)")
     parser.set_defaults(command=run)
 
 
 def run(args: argparse.Namespace, *, stdin: IO[str] | None = None,
         out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     """Validate ``args.files``; print summaries and problems; 0 when all is valid."""
-    report = validate(args.files, stdin=stdin)
+    try:
+        config = load_run_config(args.config)
+    except ConfigError as problem:
+        print(f"mcad validate: {problem}", file=err or sys.stderr)
+        return 1
+    report = validate(args.files, stdin=stdin, config=config)
     stdout, stderr = out or sys.stdout, err or sys.stderr
     for line in report.summaries:
         print(line, file=stdout)
@@ -78,8 +89,11 @@ class Report:
     """Documents read (valid or not)."""
 
 
-def validate(paths: Sequence[str], *, stdin: IO[str] | None = None) -> Report:
-    """Check every object in ``paths``."""
+def validate(paths: Sequence[str], *, stdin: IO[str] | None = None,
+             config: RunConfig | None = None) -> Report:
+    """Check every object in ``paths`` (AppWrappers against ``config``'s policy: which
+    kinds may be wrapped; the default policy when None)."""
+    config = config or RunConfig()
     report = Report()
     quota_nodes: dict[str, list[QuotaNodeSpec]] = {}  # tree -> nodes
     quota_sources: dict[str, list[str]] = {}  # tree -> files declaring it
@@ -96,7 +110,7 @@ def validate(paths: Sequence[str], *, stdin: IO[str] | None = None) -> Report:
             quota_trees_complete &= parsed.kind != quotasubtree.KIND
             report.problems.extend(f"{prefix}: {problem}." for problem in parsed.problems)
             continue
-        summary, problem = _summarize(parsed, entry.data, quota_nodes)
+        summary, problem = _summarize(parsed, entry.data, quota_nodes, config)
         if isinstance(parsed.model, QuotaSubtree):
             sources = quota_sources.setdefault(parsed.model.tree, [])
             if entry.source not in sources:
@@ -113,21 +127,25 @@ def validate(paths: Sequence[str], *, stdin: IO[str] | None = None) -> Report:
     return report
 
 
-def _summarize(parsed: Parsed, raw: object, quota_nodes: dict[str, list[QuotaNodeSpec]]
-               ) -> tuple[str, str]:
+def _summarize(parsed: Parsed, raw: object, quota_nodes: dict[str, list[QuotaNodeSpec]],
+               config: RunConfig) -> tuple[str, str]:
     """(summary, "") for a valid object, ("", problem) when a deeper check fails."""
     model = parsed.model
     if not isinstance(raw, Mapping):  # pragma: no cover - parse_object rejected it already
         return "", "is not a Kubernetes object"
     if isinstance(model, AppWrapper):
-        try:
-            demand = appwrapper_demand(raw.get("spec") or {})
-        except DemandError as err:
-            return "", str(err).rstrip(".")
+        checked = check_appwrapper(raw, config=config)
+        if checked.problems:
+            return "", "; ".join(checked.problems)
+        demand = checked.demand
+        assert demand is not None
         gang = (f"gang of {demand.min_available}" if demand.min_available < demand.pods
                 else "all in one gang")
+        raised = "".join(f"; {where} declares less in custompodresources than its pods "
+                         "request, so its pods count" for where in demand.raised)
         return (f"{demand.pods} pod{'s' if demand.pods != 1 else ''} ({gang}), "
-                f"priority {model.spec.priority}, requests {demand.total.describe()}"), ""
+                f"priority {model.spec.priority}, requests {demand.total.describe()}"
+                f"{raised}"), ""
     if isinstance(model, QuotaSubtree):
         try:
             quota_nodes.setdefault(model.tree, []).extend(nodes_from_subtree(raw))

@@ -33,6 +33,8 @@ class HubCache:
                  queue: WorkQueue[AppWrapperKey], dispatcher: Dispatcher,
                  spokes_changed: Callable[[], None]) -> None:
         self.state = state
+        self.config = config
+        self.ignored_subtrees: set[str] = set()
         self.queue = queue
         self.dispatcher = dispatcher
         self.spokes_changed = spokes_changed
@@ -79,6 +81,15 @@ class HubCache:
 
     def _on_subtree(self, kind: str, obj: dict[str, Any]) -> None:
         ident = _ident(obj)
+        namespace = (obj.get("metadata") or {}).get("namespace", "")
+        if not self.config.reads_quota_from(namespace):
+            if kind != "DELETED" and ident not in self.ignored_subtrees:
+                log.warning("QuotaSubtree %s is ignored: mcad reads quota trees only from "
+                            "namespaces %s (quotaNamespaces)", ident,
+                            ", ".join(sorted({self.config.namespace,
+                                              *self.config.quota_namespaces})))
+            self.ignored_subtrees.add(ident)
+            return
         if kind == "DELETED":
             self.state.subtrees.pop(ident, None)
         else:

@@ -23,7 +23,7 @@ from mcad.controller.leftovers import leftovers_of
 from mcad.controller.spokes import Connector, SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.supervisor import Supervisor
-from mcad.gateway.connection import Connection, WriteFence, connect
+from mcad.gateway.connection import Connection, WriteFence, connect_spoke
 from mcad.gateway.errors import BadKubeconfig
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class Links:
             if link is None:
                 self.state.lost_since.pop(name, None)
                 link = SpokeLink(name=name, on_change=self.on_change, on_health=self.on_health,
-                                 fence=self.fence)
+                                 fence=self.fence, local=bool(spec.get("local")))
                 self.state.links[name] = link
                 self.state.link_sources[name] = source
                 self.supervisor.spawn(f"spoke {name}",
@@ -101,5 +101,6 @@ class Links:
                 text = base64.b64decode(data).decode()
             except ValueError as err:
                 raise BadKubeconfig("the Secret's kubeconfig is not base64") from err
-            return await connect(text, name=name)
+            return await connect_spoke(text, name=name,
+                                       allow_exec=self.config.allow_exec_credentials)
         return digest, from_secret

@@ -3,9 +3,13 @@
 Creation resolves every kind through the spoke's discovery first, so a cluster-scoped
 kind refuses the AppWrapper before anything exists, and a kind the chosen cluster does
 not serve sends it back to the queue to go elsewhere (``KindNotServed``); then it
-creates the namespace if missing and each object. An object that already exists with
-our uid label is ours (a restart or a retry, not a duplicate); one without it belongs
-to someone else, and the AppWrapper fails with that said rather than adopting it.
+creates the namespace if missing (labelled as mcad's, with Pod Security enforced) and
+each object. An object the API server refuses for good (400/422 invalid, 403 forbidden,
+e.g. by Pod Security) fails the AppWrapper with the server's own sentence, after what
+was already created is deleted; other errors are retried with the work queue's backoff.
+An object that already exists with our uid label is ours (a restart or a retry, not a
+duplicate); one without it belongs to someone else, and the AppWrapper fails with that
+said rather than adopting it.
 
 Deletion removes what the current dispatch *recorded* it created (the status's
 ``componentStatus``), not what the spec says now, so objects renamed or removed by a
@@ -14,7 +18,6 @@ spec change are not left behind.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -28,10 +31,19 @@ from mcad.controller.writer import HubWriter
 from mcad.core.wrapping import Refusal, WrappedObject, is_ours, wrapped_objects
 from mcad.gateway import objects as verbs
 from mcad.gateway import resources as refs
-from mcad.gateway.errors import AlreadyExists, ApiError, NotFound, UnknownKind
+from mcad.gateway.errors import (
+    AlreadyExists,
+    ApiError,
+    Forbidden,
+    Invalid,
+    NotFound,
+    UnknownKind,
+)
 from mcad.gateway.resources import ResourceRef
 
 log = logging.getLogger(__name__)
+MANAGED_LABEL = "workload.codeflare.dev/managed"
+"""On the spoke namespaces mcad created: where it may write."""
 
 
 class KindNotServed(Exception):
@@ -53,7 +65,9 @@ class ObjectManager:
         if rec.planned is None:
             rec.planned = wrapped_objects(name=rec.name, namespace=rec.namespace,
                                           uid=rec.uid, spec=rec.spec,
-                                          kind_allowed=self.config.kind_allowed)
+                                          kind_allowed=self.config.kind_allowed,
+                                          token_secrets_allowed=self.config.
+                                          allow_service_account_token_secrets)
         return rec.planned
 
     def usable_link(self, cluster: str) -> SpokeLink | None:
@@ -106,11 +120,22 @@ class ObjectManager:
             return False
         assert link.conn is not None
         try:
-            await self._ensure_namespace(link, rec.namespace)
+            refusal = await self._ensure_namespace(link, rec.namespace)
+            if refusal is not None:
+                await self.refuse(rec, refusal)
+                return False
             for wrapped, ref in resolved:
                 link.watch_kind(ref)
                 try:
                     await verbs.create(link.conn, ref, wrapped.manifest, namespace=rec.namespace)
+                except (Invalid, Forbidden) as err:
+                    # Refused for a reason that will not go away by retrying (a field the
+                    # API server rejects, a Pod Security violation, no right to create it).
+                    await self.clear(rec)
+                    await self.refuse(rec, Refusal(
+                        "CreationRefused", f"{wrapped.describe} was refused by cluster "
+                                           f"{link.name}: {err.message}"))
+                    return False
                 except AlreadyExists:
                     existing = await verbs.get(link.conn, ref, wrapped.name,
                                                namespace=rec.namespace)
@@ -129,14 +154,29 @@ class ObjectManager:
         rec.objects_ensured = True
         return True
 
-    async def _ensure_namespace(self, link: SpokeLink, namespace: str) -> None:
+    async def _ensure_namespace(self, link: SpokeLink, namespace: str) -> Refusal | None:
+        """Make the AppWrapper's namespace on the spoke (managed by mcad, with Pod Security
+        enforced), or say why mcad may not write into the one that is there."""
         if namespace in link.namespaces_made:
-            return
+            return None
         assert link.conn is not None
-        with contextlib.suppress(AlreadyExists):
+        labels = {MANAGED_LABEL: "true",
+                  "pod-security.kubernetes.io/enforce": self.config.spoke_namespace_pod_security}
+        try:
             await verbs.create(link.conn, refs.NAMESPACES, {
-                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": namespace, "labels": labels}})
+        except AlreadyExists:
+            existing = await verbs.get(link.conn, refs.NAMESPACES, namespace)
+            managed = ((existing.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL)
+            if managed != "true" and not link.local and \
+                    not self.config.allow_unmanaged_namespaces:
+                return Refusal("NamespaceNotManaged", (
+                    f"namespace {namespace} exists on cluster {link.name} and mcad did not "
+                    f"create it; mcad writes only into spoke namespaces it created or that "
+                    f"are labelled {MANAGED_LABEL}=true (allowUnmanagedNamespaces)"))
         link.namespaces_made.add(namespace)
+        return None
 
     def created(self, rec: AppWrapperRecord) -> list[tuple[str, str, str]]:
         """(apiVersion, kind, name) of what the current dispatch created: as recorded at

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from mcad.config import RunConfig
 from mcad.controller.admission import Admission
@@ -34,7 +34,7 @@ from mcad.controller.objects import ObjectManager
 from mcad.controller.reconciler import Reconciler
 from mcad.controller.reports import Reports
 from mcad.controller.state import ControllerState
-from mcad.controller.supervisor import Supervisor
+from mcad.controller.supervisor import Supervisor, TaskFactory
 from mcad.controller.workqueue import WorkQueue, run_workers
 from mcad.controller.writer import HubWriter
 from mcad.core.capacity import AppWrapperKey
@@ -48,11 +48,14 @@ LOCAL = "local"
 class Controller:
     def __init__(self, *, hub: Connection, connect_hub: Callable[[str], Awaitable[Connection]],
                  config: RunConfig, fence: WriteFence | None = None, local: bool = False,
-                 workers: int = WORKERS) -> None:
+                 workers: int = WORKERS,
+                 extra_tasks: Sequence[tuple[str, TaskFactory]] = ()) -> None:
         hub.write_fence = fence
         self.hub = hub
         self.config = config
         self.workers = workers
+        self.extra_tasks = list(extra_tasks)
+        """More long-lived work of the leader (the webhook's certificates), supervised."""
         self.state = ControllerState()
         self.queue: WorkQueue[AppWrapperKey] = WorkQueue("appwrappers")
         self.supervisor = Supervisor()
@@ -92,14 +95,14 @@ class Controller:
         self.reports.dirty()
 
     async def run(self) -> None:
-        tasks = [(f"watch {name}", informer.run)
-                 for name, informer in self.hub_cache.informers.items()]
+        tasks: list[tuple[str, TaskFactory]] = [
+            (f"watch {name}", informer.run) for name, informer in self.hub_cache.informers.items()]
         tasks += [("dispatcher", lambda: self.dispatcher.run(self.ready)),
                   ("reconcilers", lambda: run_workers(self.queue, self.reconciler.reconcile,
                                                      workers=self.workers)),
                   ("spoke reconcilers", lambda: run_workers(self.spoke_queue,
                                                            self.leftovers.collect, workers=2)),
-                  ("reports", self.reports.run)]
+                  ("reports", self.reports.run), *self.extra_tasks]
         async with asyncio.TaskGroup() as group:
             group.create_task(self.supervisor.run(*tasks), name="supervisor")
             await self.supervisor.started()

@@ -83,6 +83,8 @@ class SpokeLink:
     """Called with (cluster, AppWrapper uids concerned, capacity changed)."""
     on_health: Callable[[str], None]
     fence: WriteFence | None = None
+    local: bool = False
+    """The hub itself (single-cluster mode): namespaces there are the AppWrappers' own."""
     conn: Connection | None = None
     discovery: Discovery | None = None
     health: LinkHealth = field(default_factory=LinkHealth)

@@ -10,8 +10,12 @@ rule, for the workload kinds people actually wrap, and nothing else.
 Decisions worth knowing:
 
 - With ``custompodresources`` the item's own ``replicas`` is not applied (as in MCAD:
-  the entries are the whole declaration), and the template is read only for the
+  the entries are the whole declaration), and the template is read for the
   ``nodeSelector`` and tolerations of its (first) pod template, when the kind is known.
+  For a kind mcad can read, a declaration may raise the demand but never lower it: when
+  the templates' pods request more of any resource than declared, the templates' pods
+  count (a 2 x 8-GPU Job declared as 1 GPU is charged 16), so a declaration cannot be
+  used to slip past quota.
 - A ``PodGroup`` (coscheduling) contributes no demand: it creates no pods, and the pods
   it gangs are counted through the Job or Pods that make them; counting its
   ``minResources`` as well would charge the same pods twice.
@@ -91,6 +95,9 @@ class Demand:
     min_available: int
     total: ResourceList
     pods: int
+    raised: tuple[str, ...] = ()
+    """Items whose custompodresources declared less than their pods request (and so are
+    counted as their pods), for the user to see."""
 
 
 class DemandError(ValueError):
@@ -103,9 +110,13 @@ def appwrapper_demand(spec: Mapping[str, Any]) -> Demand:
     resources = _mapping(spec.get("resources"), "spec.resources")
     items = _list(resources.get("GenericItems"), "spec.resources.GenericItems")
     pod_sets: list[PodSet] = []
+    raised: list[str] = []
     for index, raw in enumerate(items):
         item = _mapping(raw, f"spec.resources.GenericItems[{index}]")
-        pod_sets.extend(s for s in _item_pod_sets(index, item) if s.count > 0)
+        item_sets, was_raised = _item_pod_sets(index, item)
+        pod_sets.extend(s for s in item_sets if s.count > 0)
+        if was_raised:
+            raised.append(f"spec.resources.GenericItems[{index}]")
     pods = sum(s.count for s in pod_sets)
     total = EMPTY
     for pod_set in pod_sets:
@@ -120,7 +131,7 @@ def appwrapper_demand(spec: Mapping[str, Any]) -> Demand:
             f"{pods} pods; lower minAvailable or raise the replicas"
         )
     return Demand(pod_sets=tuple(pod_sets), min_available=wanted or pods, total=total,
-                  pods=pods)
+                  pods=pods, raised=tuple(raised))
 
 
 def pod_request(pod_spec: Mapping[str, Any]) -> ResourceList:
@@ -135,7 +146,8 @@ def pod_request(pod_spec: Mapping[str, Any]) -> ResourceList:
 
 # -- one GenericItem -------------------------------------------------------------------
 
-def _item_pod_sets(index: int, item: Mapping[str, Any]) -> list[PodSet]:
+def _item_pod_sets(index: int, item: Mapping[str, Any]) -> tuple[list[PodSet], bool]:
+    """The item's pod sets, and whether its declaration was raised to its templates'."""
     where = f"GenericItems[{index}]"
     template = _mapping(item.get("generictemplate"), f"{where}.generictemplate")
     api_version = str(template.get("apiVersion", ""))
@@ -149,14 +161,21 @@ def _item_pod_sets(index: int, item: Mapping[str, Any]) -> list[PodSet]:
     if custom:
         selector: tuple[tuple[str, str], ...] = ()
         tolerations: tuple[Toleration, ...] = ()
-        if reader is not None:
+        from_templates: list[PodSet] = []
+        if reader is not None and template:
             first = next(iter(reader(template, label)), None)
             if first is not None:
                 pod_template = _mapping(first.template, f"{label}: {first.path}")
                 pod_spec = _mapping(pod_template.get("spec"), f"{label}: {first.path}.spec")
                 selector, tolerations = _placement(pod_spec, f"{label}: {first.path}.spec")
-        return _custom_pod_sets(custom, label=label, source=source, selector=selector,
-                                tolerations=tolerations)
+            from_templates = _template_pod_sets(item, template, reader, label, source)
+        declared = _custom_pod_sets(custom, label=label, source=source, selector=selector,
+                                    tolerations=tolerations)
+        # A declaration may raise the demand, never lower it below what the templates'
+        # pods will really request: a 2 x 8-GPU Job declared as 1 GPU is charged 16.
+        if from_templates and not _total(from_templates).fits_in(_total(declared)):
+            return from_templates, True
+        return declared, False
     if not template:
         raise DemandError(
             f"{where} has neither a generictemplate nor custompodresources; "
@@ -168,6 +187,13 @@ def _item_pod_sets(index: int, item: Mapping[str, Any]) -> list[PodSet]:
             f"{kind or 'kindless object'} makes pods; declare its pods with "
             "custompodresources on the item"
         )
+    return _template_pod_sets(item, template, reader, label, source), False
+
+
+def _template_pod_sets(item: Mapping[str, Any], template: Mapping[str, Any], reader: _Reader,
+                       label: str, source: str) -> list[PodSet]:
+    """The pods the wrapped object's templates make, times the item's ``replicas``."""
+    where = label.partition(" ")[0]
     replicas = _count(item.get("replicas"), f"{where}.replicas", default=1)
     out = []
     for found in reader(template, label):
@@ -182,6 +208,13 @@ def _item_pod_sets(index: int, item: Mapping[str, Any]) -> list[PodSet]:
             source=f"{source}{' ' + found.role if found.role else ''}",
         ))
     return out
+
+
+def _total(pod_sets: list[PodSet]) -> ResourceList:
+    total = EMPTY
+    for pod_set in pod_sets:
+        total = total + pod_set.requests.scale(pod_set.count)
+    return total
 
 
 def _custom_pod_sets(custom: Any, *, label: str, source: str,

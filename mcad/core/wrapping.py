@@ -108,7 +108,8 @@ def identity_labels(*, name: str, uid: str) -> dict[str, str]:
 
 
 def wrapped_objects(*, name: str, namespace: str, uid: str, spec: Mapping[str, Any],
-                    kind_allowed: Callable[[str, str], bool]) -> list[WrappedObject] | Refusal:
+                    kind_allowed: Callable[[str, str], bool],
+                    token_secrets_allowed: bool = False) -> list[WrappedObject] | Refusal:
     """The manifests to create for an AppWrapper, or why none may be created."""
     items = (spec.get("resources") or {}).get("GenericItems") or []
     out: list[WrappedObject] = []
@@ -127,13 +128,23 @@ def wrapped_objects(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
             return Refusal("InvalidItem", f"{where}.generictemplate needs apiVersion, kind "
                                           "and metadata.name")
         if not kind_allowed(api_version, kind):
+            why = (": RBAC objects must be named in allowedKinds, since one made with mcad's "
+                   "rights could grant anything" if api_version.startswith(
+                       "rbac.authorization.k8s.io/") else "")
             return Refusal("KindNotAllowed", f"{where} is a {kind} ({api_version}), which "
-                                             "the mcad configuration does not allow to wrap")
+                                             f"the mcad configuration does not allow to wrap"
+                                             f"{why}")
+        if kind == "Secret" and api_version == "v1" and _token_secret(template) and \
+                not token_secrets_allowed:
+            return Refusal("KindNotAllowed", f"{where} is a Secret of type "
+                                             f"{TOKEN_SECRET_TYPE}, which the mcad "
+                                             "configuration does not allow to wrap "
+                                             "(allowServiceAccountTokenSecrets)")
         if kind in CLUSTER_SCOPED:
             return Refusal("ClusterScoped", f"{where} is a {kind}, which is cluster-scoped; "
                                             "an AppWrapper may only create namespaced objects")
         other = meta.get("namespace")
-        if other and other != namespace:
+        if other and namespace and other != namespace:  # "": not known yet (offline)
             return Refusal("ForeignNamespace",
                            f"{where} {kind}/{obj_name} names namespace {other!r}; an "
                            f"AppWrapper may only create objects in its own namespace "
@@ -152,6 +163,16 @@ def wrapped_objects(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
             DEFAULT_COMPLETION.get((api_version.rpartition("/")[0], kind), ())
         out.append(WrappedObject(index, api_version, kind, obj_name, manifest, completion))
     return out
+
+
+TOKEN_SECRET_TYPE = "kubernetes.io/service-account-token"
+
+
+def _token_secret(template: Mapping[str, Any]) -> bool:
+    """A Secret the API server would fill with a ServiceAccount's token."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    return template.get("type") == TOKEN_SECRET_TYPE or (
+        isinstance(annotations, Mapping) and "kubernetes.io/service-account.name" in annotations)
 
 
 def _pod_templates(node: Any) -> Iterator[dict[str, Any]]:

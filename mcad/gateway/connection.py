@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import ssl
-import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,8 @@ from mcad.gateway.errors import (
     Unreachable,
     error_for,
 )
+from mcad.gateway.kubeconfig import parse as parse_kubeconfig
+from mcad.gateway.kubeconfig import private_dir
 from mcad.gateway.transport import (
     AiohttpTransport,
     Reply,
@@ -203,8 +205,16 @@ def _decode(reply: Reply) -> dict[str, Any]:
     return {"items": answer} if isinstance(answer, list) else {}
 
 
-def from_configuration(cfg: k8s_client.Configuration, *, name: str) -> Connection:
-    """A connection from a loaded kubernetes_asyncio configuration."""
+EXEC_REFRESH_S = 300.0
+"""How often a token from an exec credential plugin is fetched again (they usually last
+from 15 minutes to an hour)."""
+
+
+def from_configuration(cfg: k8s_client.Configuration, *, name: str,
+                       loader: Any = None) -> Connection:
+    """A connection from a loaded kubernetes_asyncio configuration; with the ``loader`` of
+    a kubeconfig whose user runs an exec plugin, the plugin is run again every
+    ``EXEC_REFRESH_S`` so its short-lived token never expires under mcad."""
     if not str(cfg.host or "").startswith(("https://", "http://")):
         raise BadKubeconfig(f"the kubeconfig's server {cfg.host!r} is not an http(s) URL")
     try:
@@ -213,7 +223,14 @@ def from_configuration(cfg: k8s_client.Configuration, *, name: str) -> Connectio
         reason = getattr(err, "reason", None) or err
         raise BadKubeconfig(f"its TLS certificates are not valid ({reason})") from err
 
+    refreshed = time.monotonic()
+
     async def auth() -> dict[str, str]:
+        nonlocal refreshed
+        if loader is not None and time.monotonic() - refreshed > EXEC_REFRESH_S:
+            await loader.load_from_exec_plugin()
+            cfg.api_key["BearerToken"] = loader.token
+            refreshed = time.monotonic()
         token = await cfg.get_api_key_with_prefix("BearerToken")
         if token:
             return {"Authorization": str(token)}
@@ -240,19 +257,40 @@ async def connect(kubeconfig: Mapping[str, Any] | str | Path, *, name: str,
         try:
             parsed = yaml.safe_load(kubeconfig)
         except yaml.YAMLError as err:
-            raise BadKubeconfig(f"the kubeconfig is not valid YAML ({err})") from err
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark else ""
+            raise BadKubeconfig(f"the kubeconfig is not valid YAML{where}") from None
     else:
         parsed = kubeconfig
     if not isinstance(parsed, dict) or not parsed.get("clusters"):
         raise BadKubeconfig("the kubeconfig has no clusters")
     cfg = k8s_client.Configuration()
     try:
-        await k8s_config.load_kube_config_from_dict(
+        loader = await k8s_config.load_kube_config_from_dict(
             parsed, context=context, client_configuration=cfg,
-            temp_file_path=tempfile.gettempdir())
+            temp_file_path=str(private_dir()))
     except Exception as err:  # the loader raises many types for bad input
-        raise BadKubeconfig(f"the kubeconfig cannot be used: {err}") from err
-    return from_configuration(cfg, name=name)
+        raise BadKubeconfig(f"the kubeconfig cannot be used: {type(err).__name__}") from err
+    user: Any = getattr(loader, "_user", None)
+    runs_exec = user is not None and "exec" in user
+    return from_configuration(cfg, name=name, loader=loader if runs_exec else None)
+
+
+async def connect_spoke(text: str, *, name: str, allow_exec: bool = False) -> Connection:
+    """A connection from a spoke's kubeconfig, read as untrusted input
+    (``mcad.gateway.kubeconfig``): inline credentials only, an exec plugin only when
+    ``allow_exec``. Raises ``BadKubeconfig`` with a sentence that quotes none of it."""
+    credentials, doc = parse_kubeconfig(text, allow_exec=allow_exec)
+    if credentials.exec_plugin:
+        return await connect(doc, name=name)
+    headers = credentials.headers()
+    session = credentials.session()
+
+    async def auth() -> dict[str, str]:
+        return dict(headers)
+
+    return Connection(name=name, host=credentials.server, transport=AiohttpTransport(session),
+                      auth=auth)
 
 
 def in_cluster() -> bool:

@@ -47,6 +47,11 @@ PODS = ResourceRef("v1", "Pod", "pods", namespaced=True)
 NODES = ResourceRef("v1", "Node", "nodes", namespaced=False)
 SECRETS = ResourceRef("v1", "Secret", "secrets", namespaced=True)
 EVENTS = ResourceRef("v1", "Event", "events", namespaced=True)
+SUBJECTACCESSREVIEWS = ResourceRef("authorization.k8s.io/v1", "SubjectAccessReview",
+                                   "subjectaccessreviews", namespaced=False)
+VALIDATING_WEBHOOKS = ResourceRef("admissionregistration.k8s.io/v1",
+                                  "ValidatingWebhookConfiguration",
+                                  "validatingwebhookconfigurations", namespaced=False)
 LEASES = ResourceRef("coordination.k8s.io/v1", "Lease", "leases", namespaced=True)
 APPWRAPPERS = ResourceRef("workload.codeflare.dev/v1beta1", "AppWrapper", "appwrappers", True)
 QUOTASUBTREES = ResourceRef("quota.codeflare.dev/v1alpha1", "QuotaSubtree", "quotasubtrees", True)

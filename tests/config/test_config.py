@@ -191,3 +191,22 @@ def test_a_missing_file_is_a_sentence(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^cannot read the configuration file .*/nope\.yaml: "
                                           r"No such file or directory\.$"):
         load_run_config(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(("allowed", "kind", "want"), [
+    (["*"], "RoleBinding", False),
+    (["*"], "Role", False),
+    (["*", "rbac.authorization.k8s.io/RoleBinding"], "RoleBinding", True),
+    (["*", "rbac.authorization.k8s.io/RoleBinding"], "Role", False),
+    (["rbac.authorization.k8s.io/*"], "Role", True),
+])
+def test_rbac_kinds_must_be_named_a_star_is_not_enough(allowed: list[str], kind: str,
+                                                      want: bool) -> None:
+    config = RunConfig(allowed_kinds=allowed)
+    assert config.kind_allowed("rbac.authorization.k8s.io/v1", kind) is want
+
+
+def test_quota_is_read_from_the_configured_namespaces_and_the_controllers() -> None:
+    config = RunConfig(namespace="mcad", quota_namespaces=["kube-system", "quota"])
+    assert [config.reads_quota_from(ns) for ns in ("kube-system", "quota", "mcad", "team-a")] \
+        == [True, True, True, False]

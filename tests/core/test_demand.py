@@ -150,9 +150,13 @@ DEMAND_CASES = [
                aw().custom(api_version="foo.example.com/v1", kind="Widget")
                .custom_pods(replicas=2, gpu=1).custom_pods(replicas=1, cpu=4).spec(),
                R(gpu=2, cpu=4), 3, 3, [2, 1]),
-    DemandCase("custompodresources override the template and ignore item replicas",
+    DemandCase("custompodresources never lower the demand below the templates' pods",
                aw().job(pods=8, gpu=8).item_replicas(5).custom_pods(replicas=2, gpu=1).spec(),
-               R(gpu=2), 2, 2, [2]),
+               R(gpu=320), 40, 40, [40]),
+    DemandCase("custompodresources may raise the demand above the templates' (and then "
+               "ignore item replicas)",
+               aw().job(pods=2, gpu=1).item_replicas(2).custom_pods(replicas=4, gpu=2).spec(),
+               R(gpu=8), 4, 4, [4]),
     DemandCase("custompodresources: a missing request falls back to the limit",
                aw().custom(api_version="foo.example.com/v1", kind="Widget")
                .custom_pods(cpu=1, limits={"cpu": 2, "memory": "1Gi"}).spec(),
@@ -368,7 +372,15 @@ def test_toleration(toleration: Toleration, taint: Taint, want: bool) -> None:
 
 
 def test_min_available_above_declared_custompodresources_is_accepted() -> None:
-    """MCAD's 0006-aw-init-containers.yaml: 1 declared pod, a 3-pod Job, minAvailable 3."""
+    """MCAD's 0006-aw-init-containers.yaml: 1 declared pod, a 3-pod Job, minAvailable 3.
+    The declaration is below what the Job's 3 pods request, so the Job's pods count."""
     spec = aw().job(pods=3, cpu=1).custom_pods(cpu=1).min_available(3).spec()
+    demand = appwrapper_demand(spec)
+    assert (demand.pods, demand.min_available) == (3, 3)
+
+
+def test_min_available_above_custompodresources_of_an_unknown_kind_is_accepted() -> None:
+    spec = aw().custom(api_version="foo.example.com/v1", kind="Widget").custom_pods(
+        cpu=1).min_available(3).spec()
     demand = appwrapper_demand(spec)
     assert (demand.pods, demand.min_available) == (1, 3)

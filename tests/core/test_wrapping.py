@@ -108,3 +108,18 @@ def test_a_given_completionstatus_wins_over_the_kinds_own() -> None:
                                    "generictemplate": job()}]}})
     assert isinstance(planned, list)
     assert planned[0].completion == ("Complete", "Failed")
+
+
+def test_a_service_account_token_secret_is_refused_unless_allowed() -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "tok", "annotations": {"kubernetes.io/service-account.name": "admin"}},
+        "type": "kubernetes.io/service-account-token"}
+    refused = plan(secret)
+    assert isinstance(refused, Refusal) and refused.reason == "KindNotAllowed"
+    assert "allowServiceAccountTokenSecrets" in refused.message
+    allowed = wrapped_objects(name="aw", namespace="ns", uid="u", spec=spec(secret),
+                              kind_allowed=lambda *_: True, token_secrets_allowed=True)
+    assert isinstance(allowed, list)
+    plain = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+             "stringData": {"a": "b"}}
+    assert isinstance(plan(plain), list)

@@ -1,0 +1,58 @@
+"""One check of an AppWrapper, shared by ``mcad validate`` and the admission webhook.
+
+Why one place: what the desk says (``mcad validate``), what the API server's admission
+says (the webhook) and what the dispatcher does must never disagree. An AppWrapper is
+checked against the models the CRD is generated from, its demand is read as the
+dispatcher reads it (``mcad.core.demand``), and its wrapped objects are checked as they
+would be created (``mcad.core.wrapping``: allowed kinds, no cluster-scoped objects, no
+other namespace, no ServiceAccount-token Secrets unless allowed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcad.api.appwrapper import AppWrapper
+from mcad.api.documents import parse_object
+from mcad.config import RunConfig
+from mcad.core.demand import Demand, DemandError, appwrapper_demand
+from mcad.core.wrapping import Refusal, WrappedObject, wrapped_objects
+
+
+@dataclass
+class AppWrapperCheck:
+    """What checking one AppWrapper found."""
+
+    problems: list[str] = field(default_factory=list)
+    """Sentences, each naming the field (no final period)."""
+    demand: Demand | None = None
+    objects: list[WrappedObject] = field(default_factory=list)
+
+
+def check_appwrapper(doc: Any, *, config: RunConfig, namespace: str = "") -> AppWrapperCheck:
+    """Check an AppWrapper as submitted; ``namespace`` is where it is created."""
+    out = AppWrapperCheck()
+    parsed = parse_object(doc)
+    out.problems.extend(parsed.problems)
+    if parsed.problems or not isinstance(parsed.model, AppWrapper):
+        if not parsed.problems:
+            out.problems.append(f"kind {parsed.kind or 'nothing'} is not an AppWrapper")
+        return out
+    assert isinstance(doc, Mapping)
+    spec = doc.get("spec") or {}
+    try:
+        out.demand = appwrapper_demand(spec)
+    except DemandError as err:
+        out.problems.append(str(err).rstrip("."))
+    meta = doc.get("metadata") or {}
+    planned = wrapped_objects(
+        name=str(meta.get("name") or ""), namespace=namespace or str(meta.get("namespace") or ""),
+        uid="", spec=spec, kind_allowed=config.kind_allowed,
+        token_secrets_allowed=config.allow_service_account_token_secrets)
+    if isinstance(planned, Refusal):
+        out.problems.append(planned.message.rstrip("."))
+    else:
+        out.objects = planned
+    return out

@@ -1,0 +1,164 @@
+"""Keeps the webhook's certificate and registration current (on the leader only).
+
+Why the leader: there is one Secret and one ValidatingWebhookConfiguration for every
+replica, and two writers would fight. The leader makes sure, at start and then every
+hour, that:
+
+- the Secret ``mcad-webhook-tls`` (in mcad's namespace) holds a CA and a serving
+  certificate for the names the API server uses to reach the webhook, renewed a month
+  before it expires (``certs.issue``); every replica serves what it holds;
+- the ValidatingWebhookConfiguration ``mcad`` trusts that CA (its ``caBundle``). With
+  ``--webhook-url`` mcad creates or updates the whole configuration, pointing at that
+  URL; with ``--webhook-service`` (the manifests) the configuration is the manifests'
+  and only its caBundle is written.
+
+Writes are conditional on the resourceVersion read (a Conflict is simply retried on the
+next round) and go through the leader's write fence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from mcad.controller.clock import utcnow
+from mcad.gateway import objects as verbs
+from mcad.gateway import resources as refs
+from mcad.gateway.connection import Connection
+from mcad.gateway.errors import Conflict, NotFound
+from mcad.webhook.certs import CertBundle, issue
+from mcad.webhook.server import PATH, SECRET, secret_body
+
+log = logging.getLogger(__name__)
+NAME = "mcad"
+CHECK_EVERY_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Registration:
+    """How the API server reaches the webhook: a URL, or a Service (namespace/name)."""
+
+    url: str = ""
+    service: tuple[str, str] | None = None
+    extra_hosts: tuple[str, ...] = ()
+
+    def hosts(self) -> list[str]:
+        names: list[str] = []
+        if self.url:
+            host = urlparse(self.url).hostname
+            if host:
+                names.append(host)
+        if self.service:
+            namespace, name = self.service
+            names += [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local",
+                      f"{name}.{namespace}", name]
+        return [*names, *(h for h in self.extra_hosts if h not in names)]
+
+    def client_config(self, ca: bytes) -> dict[str, Any]:
+        config: dict[str, Any] = {"caBundle": base64.b64encode(ca).decode()}
+        if self.url:
+            config["url"] = self.url
+        elif self.service:
+            config["service"] = {"namespace": self.service[0], "name": self.service[1],
+                                 "path": PATH, "port": 443}
+        return config
+
+
+def configuration(registration: Registration, ca: bytes) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration mcad registers in URL mode."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": NAME},
+        "webhooks": [{
+            "name": "appwrappers.workload.codeflare.dev",
+            "clientConfig": registration.client_config(ca),
+            "rules": [{"apiGroups": ["workload.codeflare.dev"], "apiVersions": ["v1beta1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["appwrappers"],
+                       "scope": "Namespaced"}],
+            "failurePolicy": "Fail", "sideEffects": "None", "matchPolicy": "Equivalent",
+            "admissionReviewVersions": ["v1"], "timeoutSeconds": 10}]}
+
+
+class CertManager:
+    def __init__(self, *, hub: Connection, namespace: str, registration: Registration,
+                 issued: Callable[[], None] = lambda: None) -> None:
+        self.hub = hub
+        self.namespace = namespace
+        self.registration = registration
+        self.issued = issued
+        """Told when a certificate was written (this process's server reads it at once)."""
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.ensure()
+            except Conflict:
+                await asyncio.sleep(1)
+                continue
+            await asyncio.sleep(CHECK_EVERY_S)
+
+    async def ensure(self) -> CertBundle:
+        bundle = await self._ensure_secret()
+        await self._ensure_registration(bundle.ca_cert)
+        return bundle
+
+    async def _ensure_secret(self) -> CertBundle:
+        try:
+            secret: dict[str, Any] | None = await verbs.get(self.hub, refs.SECRETS, SECRET,
+                                                            namespace=self.namespace)
+        except NotFound:
+            secret = None
+        data = {k: base64.b64decode(v) for k, v in ((secret or {}).get("data") or {}).items()}
+        current = None
+        if all(data.get(k) for k in ("ca.crt", "ca.key", "tls.crt", "tls.key")):
+            current = CertBundle(data["ca.crt"], data["ca.key"], data["tls.crt"],
+                                 data["tls.key"])
+        fresh = issue(self.registration.hosts(), utcnow(), current)
+        if fresh is None:
+            assert current is not None
+            return current
+        body = secret_body(self.namespace, {"ca.crt": fresh.ca_cert, "ca.key": fresh.ca_key,
+                                            "tls.crt": fresh.cert, "tls.key": fresh.key},
+                           version=((secret or {}).get("metadata") or {}).get(
+                               "resourceVersion"))
+        if secret is None:
+            await verbs.create(self.hub, refs.SECRETS, body, namespace=self.namespace)
+        else:
+            await verbs.replace(self.hub, refs.SECRETS, body)
+        log.info("issued the webhook's serving certificate for %s",
+                 ", ".join(self.registration.hosts()))
+        self.issued()
+        return fresh
+
+    async def _ensure_registration(self, ca: bytes) -> None:
+        try:
+            current = await verbs.get(self.hub, refs.VALIDATING_WEBHOOKS, NAME)
+        except NotFound:
+            if not self.registration.url:
+                log.warning("the ValidatingWebhookConfiguration %s does not exist; apply "
+                            "the manifests (kubectl apply -k manifests/)", NAME)
+                return
+            await verbs.create(self.hub, refs.VALIDATING_WEBHOOKS,
+                               configuration(self.registration, ca))
+            log.info("registered the admission webhook at %s", self.registration.url)
+            return
+        if self.registration.url:
+            wanted = configuration(self.registration, ca)
+            wanted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if [w.get("clientConfig") for w in current.get("webhooks") or []] != \
+                    [w["clientConfig"] for w in wanted["webhooks"]]:
+                await verbs.replace(self.hub, refs.VALIDATING_WEBHOOKS, wanted)
+            return
+        bundle = base64.b64encode(ca).decode()
+        webhooks = current.get("webhooks") or []
+        if all((w.get("clientConfig") or {}).get("caBundle") == bundle for w in webhooks):
+            return
+        for webhook in webhooks:
+            webhook.setdefault("clientConfig", {})["caBundle"] = bundle
+        await verbs.replace(self.hub, refs.VALIDATING_WEBHOOKS, current)
+        log.info("updated the caBundle of ValidatingWebhookConfiguration %s", NAME)

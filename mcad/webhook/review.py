@@ -1,0 +1,124 @@
+"""The admission decision about one AppWrapper, without I/O.
+
+An AdmissionReview (``admission.k8s.io/v1``) comes in; out comes either a decision (a
+problem with the spec, with one sentence per problem naming the field, as ``mcad
+validate`` says it) or the access checks still to make: for each wrapped object, may
+the requester (user, groups, uid, extra) *create* objects of its kind in the
+AppWrapper's namespace? An AppWrapper makes mcad create its objects with mcad's own
+rights, so without these checks it would be a way around RBAC. The server asks the hub
+(SubjectAccessReview) and ``decide`` turns the answers into the response.
+
+On UPDATE, nothing is checked when the spec did not change: mcad's own writes
+(finalizers) and deletions must never be refused for rights the requester never
+needed, nor for problems in an object admitted before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcad.config import RunConfig
+from mcad.validation import check_appwrapper
+
+
+@dataclass(frozen=True)
+class AccessCheck:
+    """May the requester create this wrapped object?"""
+
+    api_version: str
+    kind: str
+    name: str
+    describe: str
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+
+@dataclass
+class ReviewPlan:
+    uid: str
+    namespace: str
+    user: Mapping[str, Any]
+    problems: list[str] = field(default_factory=list)
+    checks: list[AccessCheck] = field(default_factory=list)
+
+
+def plan_review(review: Mapping[str, Any], *, config: RunConfig) -> ReviewPlan:
+    request = review.get("request") or {}
+    plan = ReviewPlan(uid=str(request.get("uid", "")),
+                      namespace=str(request.get("namespace") or ""),
+                      user=request.get("userInfo") or {})
+    operation = request.get("operation")
+    new = request.get("object")
+    if operation not in ("CREATE", "UPDATE") or not isinstance(new, Mapping):
+        return plan
+    if operation == "UPDATE":
+        old = request.get("oldObject")
+        if isinstance(old, Mapping) and old.get("spec") == new.get("spec"):
+            return plan
+    checked = check_appwrapper(new, config=config, namespace=plan.namespace)
+    plan.problems = checked.problems
+    if not plan.problems:
+        plan.checks = [AccessCheck(w.api_version, w.kind, w.name, w.describe)
+                       for w in checked.objects]
+    return plan
+
+
+def access_review(check: AccessCheck, plural: str, plan: ReviewPlan) -> dict[str, Any]:
+    """The SubjectAccessReview asking whether the requester may create ``check``."""
+    user = plan.user
+    spec: dict[str, Any] = {
+        "user": user.get("username", ""), "groups": list(user.get("groups") or []),
+        "resourceAttributes": {"namespace": plan.namespace, "verb": "create",
+                               "group": check.group, "version": check.version,
+                               "resource": plural, "name": check.name}}
+    if user.get("uid"):
+        spec["uid"] = user["uid"]
+    if user.get("extra"):
+        spec["extra"] = {k: list(v) for k, v in dict(user["extra"]).items()}
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": spec}
+
+
+def denial(check: AccessCheck, plural: str, plan: ReviewPlan) -> str:
+    what = f"{plural}.{check.group}" if check.group else plural
+    who = plan.user.get("username") or "the requester"
+    return (f"{check.describe}: {who} may not create {what} in namespace {plan.namespace}, "
+            "and an AppWrapper may only wrap what its author could create")
+
+
+def response(uid: str, *, allowed: bool, message: str = "", code: int = 200
+             ) -> dict[str, Any]:
+    answer: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if not allowed:
+        answer["status"] = {"code": code, "message": message,
+                            "reason": "Forbidden" if code == 403 else "Invalid"}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": answer}
+
+
+def decide(plan: ReviewPlan, denials: Sequence[str]) -> dict[str, Any]:
+    """The AdmissionReview response for ``plan``, given the denied access checks."""
+    if plan.problems:
+        return response(plan.uid, allowed=False, code=422,
+                        message="the AppWrapper is not valid: " + "; ".join(plan.problems) + ".")
+    if denials:
+        return response(plan.uid, allowed=False, code=403, message="; ".join(denials) + ".")
+    return response(plan.uid, allowed=True)
+
+
+def plural_of(kind: str) -> str:
+    """kubectl's guess at a kind's resource name, for kinds the hub does not serve."""
+    lower = kind.lower()
+    if lower.endswith(("s", "x", "z", "ch", "sh")):
+        return lower + "es"
+    if lower.endswith("y") and lower[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return lower[:-1] + "ies"
+    return lower + "s"

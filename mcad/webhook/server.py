@@ -1,0 +1,162 @@
+"""The webhook's HTTPS server, run by every replica (leader or standby).
+
+It serves ``POST /validate-appwrapper`` (AdmissionReview v1) with the certificate kept
+in the Secret ``mcad-webhook-tls`` of mcad's namespace (``certmanager`` writes it on the
+leader; every replica reads it every few seconds and swaps it in without a restart, so
+a rotation never drops a request). Until a certificate exists it does not listen, and
+the API server's ``failurePolicy: Fail`` refuses AppWrappers with its own message
+rather than admitting them unchecked.
+
+Each wrapped object costs one SubjectAccessReview on the hub (a query, not a write, so
+a standby may make it). When the hub cannot answer one, the AppWrapper is refused with a
+sentence saying so: an unchecked AppWrapper is never admitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import ssl
+from typing import Any
+
+from aiohttp import web
+
+from mcad.config import RunConfig
+from mcad.gateway import objects as verbs
+from mcad.gateway import resources as refs
+from mcad.gateway.connection import Connection
+from mcad.gateway.errors import ApiError, NotFound, UnknownKind
+from mcad.gateway.kubeconfig import load_cert_chain
+from mcad.gateway.resources import Discovery
+from mcad.server import ListenError, parse_address
+from mcad.webhook.review import (
+    AccessCheck,
+    access_review,
+    decide,
+    denial,
+    plan_review,
+    plural_of,
+    response,
+)
+
+log = logging.getLogger(__name__)
+PATH = "/validate-appwrapper"
+SECRET = "mcad-webhook-tls"
+RELOAD_EVERY_S = 5.0
+REVIEW_TIMEOUT_S = 5.0
+
+
+class WebhookServer:
+    def __init__(self, *, hub: Connection, config: RunConfig, address: str) -> None:
+        self.hub = hub
+        self.config = config
+        self.address = address
+        self.discovery = Discovery(hub)
+        self.ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.port = 0
+        self._loaded: bytes | None = None
+        self.serving = asyncio.Event()
+        self._poke = asyncio.Event()
+
+    def reload_soon(self) -> None:
+        """The certificate was just (re)issued in this process: read it now."""
+        self._poke.set()
+
+    async def run(self) -> None:
+        """Load the certificate, serve once there is one, and keep it current."""
+        host, port = parse_address(self.address)
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.router.add_post(PATH, self._handle)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await runner.setup()
+        try:
+            while True:
+                await self._reload()
+                if self._loaded is not None and not self.serving.is_set():
+                    site = web.TCPSite(runner, host, port, ssl_context=self.ssl)
+                    try:
+                        await site.start()
+                    except OSError as err:
+                        raise ListenError(f"cannot listen on {self.address}: "
+                                          f"{err.strerror or err}") from err
+                    self.port = _bound_port(runner) or port
+                    log.info("serving the admission webhook on %s:%d", host, self.port)
+                    self.serving.set()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._poke.wait(), RELOAD_EVERY_S)
+                self._poke.clear()
+        finally:
+            await runner.cleanup()
+
+    async def _reload(self) -> None:
+        try:
+            secret = await verbs.get(self.hub, refs.SECRETS, SECRET,
+                                     namespace=self.config.namespace, attempts=1)
+        except NotFound:
+            return
+        except ApiError as err:
+            log.debug("reading the webhook certificate failed: %s", err)
+            return
+        data = secret.get("data") or {}
+        if not data.get("tls.crt") or not data.get("tls.key"):
+            return
+        cert, key = base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"])
+        if cert + key == self._loaded:
+            return
+        try:
+            load_cert_chain(self.ssl, cert, key)
+        except (ssl.SSLError, OSError) as err:
+            log.warning("the webhook certificate in Secret %s/%s cannot be used: %s",
+                        self.config.namespace, SECRET, err)
+            return
+        self._loaded = cert + key
+        log.info("loaded the webhook certificate from Secret %s/%s", self.config.namespace,
+                 SECRET)
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        try:
+            review = await request.json()
+        except ValueError:
+            return web.json_response(response("", allowed=False, code=400,
+                                              message="the request is not an AdmissionReview"))
+        plan = plan_review(review, config=self.config)
+        denials: list[str] = []
+        for check in plan.checks:
+            plural = await self._plural(check)
+            try:
+                answer = await verbs.create(self.hub, refs.SUBJECTACCESSREVIEWS,
+                                            access_review(check, plural, plan), fenced=False,
+                                            timeout=REVIEW_TIMEOUT_S, attempts=2)
+            except ApiError as err:
+                return web.json_response(response(
+                    plan.uid, allowed=False, code=503,
+                    message=f"mcad could not check whether the requester may create "
+                            f"{check.describe} ({err.message}); try again"))
+            if not (answer.get("status") or {}).get("allowed"):
+                denials.append(denial(check, plural, plan))
+        return web.json_response(decide(plan, denials))
+
+    async def _plural(self, check: AccessCheck) -> str:
+        try:
+            return (await self.discovery.resource_for(check.api_version, check.kind)).plural
+        except (UnknownKind, ApiError):
+            return plural_of(check.kind)
+
+
+def _bound_port(runner: web.AppRunner) -> int | None:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return None
+
+
+def secret_body(namespace: str, data: dict[str, bytes], version: str | None = None
+                ) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": SECRET, "namespace": namespace}
+    if version:
+        meta["resourceVersion"] = version
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque",
+            "data": {k: base64.b64encode(v).decode() for k, v in data.items()}}

@@ -1,0 +1,216 @@
+"""The admission webhook: the decision (invalid specs refused with mcad validate's
+sentences; one access check per wrapped object; unchanged specs on UPDATE pass without
+checks, so mcad's own finalizer writes are never refused), the certificates (issued for
+the names asked, kept while good, renewed when names change or expiry nears), and the
+server over TLS with a scripted hub answering its SubjectAccessReviews."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import datetime as dt
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from cryptography import x509
+
+from mcad.config import RunConfig
+from mcad.webhook import certs
+from mcad.webhook.certmanager import CertManager, Registration
+from mcad.webhook.review import AccessCheck, decide, plan_review, plural_of
+from mcad.webhook.server import PATH, SECRET, WebhookServer
+from tests.gateway.scripted import Request, ScriptedTransport, reply, status
+
+NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
+SAR = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+ALICE = {"username": "alice", "groups": ["team-a", "system:authenticated"], "uid": "u-1",
+         "extra": {"scopes": ["x"]}}
+
+
+def appwrapper(*templates: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "workload.codeflare.dev/v1beta1", "kind": "AppWrapper",
+            "metadata": {"name": "aw", "namespace": "team-a"},
+            "spec": {"resources": {"GenericItems": [
+                {"generictemplate": t} for t in templates]}}}
+
+
+JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+       "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+           {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}}
+CONFIG_MAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"},
+              "data": {"a": "b"}}
+ROLE_BINDING = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "grab"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": "cluster-admin"},
+                "subjects": [{"kind": "User", "name": "alice"}]}
+
+
+def admission(obj: dict[str, Any], *, operation: str = "CREATE",
+              old: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "r-1", "operation": operation, "namespace": "team-a",
+                        "userInfo": ALICE, "object": obj, "oldObject": old}}
+
+
+# -- the decision -----------------------------------------------------------------------
+
+def test_each_wrapped_object_is_an_access_check() -> None:
+    plan = plan_review(admission(appwrapper(JOB, CONFIG_MAP)), config=RunConfig())
+    assert plan.problems == []
+    assert plan.checks == [AccessCheck("batch/v1", "Job", "train", "GenericItems[0] Job/train"),
+                           AccessCheck("v1", "ConfigMap", "settings",
+                                       "GenericItems[1] ConfigMap/settings")]
+
+
+@pytest.mark.parametrize(("obj", "says"), [
+    (appwrapper(ROLE_BINDING), "GenericItems[0] is a RoleBinding"),
+    ({**appwrapper(JOB), "spec": {"resources": {"GenericItems": [{"replicas": -1}]}}},
+     "GenericItems[0]"),
+    ({**appwrapper(JOB), "spec": {"priority": "high", "resources": {"GenericItems": []}}},
+     "spec.priority"),
+])
+def test_an_invalid_spec_is_refused_with_a_sentence_naming_the_field(
+        obj: dict[str, Any], says: str) -> None:
+    plan = plan_review(admission(obj), config=RunConfig())
+    answer = decide(plan, [])["response"]
+    assert answer["allowed"] is False and answer["status"]["code"] == 422
+    assert says in answer["status"]["message"]
+    assert plan.checks == []
+
+
+def test_an_update_that_leaves_the_spec_alone_is_not_checked() -> None:
+    obj = appwrapper(ROLE_BINDING)  # not even valid: it was admitted before the webhook
+    old = copy.deepcopy(obj)
+    obj["metadata"]["finalizers"] = ["workload.codeflare.dev/finalizer"]
+    plan = plan_review(admission(obj, operation="UPDATE", old=old), config=RunConfig())
+    assert (plan.problems, plan.checks) == ([], [])
+    assert decide(plan, [])["response"]["allowed"] is True
+
+
+def test_an_update_of_the_spec_is_checked_like_a_create() -> None:
+    old = appwrapper(JOB)
+    plan = plan_review(admission(appwrapper(JOB, CONFIG_MAP), operation="UPDATE", old=old),
+                       config=RunConfig())
+    assert [c.kind for c in plan.checks] == ["Job", "ConfigMap"]
+
+
+@pytest.mark.parametrize(("kind", "plural"), [("Job", "jobs"), ("Ingress", "ingresses"),
+                                              ("Policy", "policies"), ("Gateway", "gateways")])
+def test_plurals_are_guessed_like_kubectl(kind: str, plural: str) -> None:
+    assert plural_of(kind) == plural
+
+
+# -- certificates -----------------------------------------------------------------------
+
+def sans(cert: bytes) -> set[str]:
+    names = x509.load_pem_x509_certificate(cert).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value
+    return {str(n) for n in names.get_values_for_type(x509.DNSName)} | \
+        {str(n) for n in names.get_values_for_type(x509.IPAddress)}
+
+
+def test_a_bundle_is_issued_kept_and_renewed() -> None:
+    bundle = certs.issue(["mcad-webhook.mcad-system.svc", "127.0.0.1"], NOW)
+    assert bundle is not None
+    assert sans(bundle.cert) == {"mcad-webhook.mcad-system.svc", "127.0.0.1"}
+    assert certs.issue(["127.0.0.1"], NOW + dt.timedelta(days=100), bundle) is None
+    near_expiry = certs.issue(["127.0.0.1"], NOW + dt.timedelta(days=340), bundle)
+    assert near_expiry is not None and near_expiry.ca_cert == bundle.ca_cert
+    renamed = certs.issue(["other.example"], NOW, bundle)
+    assert renamed is not None and renamed.ca_cert == bundle.ca_cert
+    assert sans(renamed.cert) == {"other.example"}
+    old_ca = certs.issue(["127.0.0.1"], NOW + dt.timedelta(days=3400), bundle)
+    assert old_ca is not None and old_ca.ca_cert != bundle.ca_cert
+
+
+# -- the server, over TLS ---------------------------------------------------------------
+
+class Hub:
+    """A scripted hub: the webhook Secret, discovery, and SubjectAccessReviews answered
+    from a table of what alice may create."""
+
+    def __init__(self, allowed: set[str]) -> None:
+        self.transport = ScriptedTransport()
+        self.allowed = allowed
+        self.secret: dict[str, Any] | None = None
+        base = "/api/v1/namespaces/mcad-system/secrets"
+        self.transport.on("GET", f"{base}/{SECRET}", lambda _r: reply(200, self.secret)
+                          if self.secret else status(404, "NotFound"))
+        self.transport.on("POST", base, self._store)
+        self.transport.on("PUT", f"{base}/{SECRET}", self._store)
+        self.transport.on("GET", "/apis/batch/v1", reply(200, {"resources": [
+            {"name": "jobs", "kind": "Job", "namespaced": True}]}))
+        self.transport.on("GET", "/api/v1", reply(200, {"resources": [
+            {"name": "configmaps", "kind": "ConfigMap", "namespaced": True}]}))
+        self.transport.on("POST", SAR, self._review)
+        self.transport.on("GET", "/apis/admissionregistration.k8s.io/v1/"
+                                 "validatingwebhookconfigurations/mcad", status(404))
+        self.transport.on("POST", "/apis/admissionregistration.k8s.io/v1/"
+                                  "validatingwebhookconfigurations", reply(201, {}))
+
+    def _store(self, request: Request) -> Any:
+        self.secret = request.body
+        return reply(200, self.secret)
+
+    def _review(self, request: Request) -> Any:
+        attributes = request.body["spec"]["resourceAttributes"]
+        assert request.body["spec"]["user"] == "alice"
+        assert request.body["spec"]["groups"] == ALICE["groups"]
+        assert attributes["verb"] == "create" and attributes["namespace"] == "team-a"
+        return reply(201, {"status": {"allowed": attributes["resource"] in self.allowed}})
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[Hub, str, ssl.SSLContext]]:
+    hub = Hub({"jobs", "appwrappers"})
+    conn = hub.transport.connection("hub")
+    registration = Registration(url="https://127.0.0.1:1/validate-appwrapper")
+    bundle = await CertManager(hub=conn, namespace="mcad-system",
+                               registration=registration).ensure()
+    server = WebhookServer(hub=conn, config=RunConfig(), address="127.0.0.1:0")
+    task = asyncio.create_task(server.run())
+    await asyncio.wait_for(server.serving.wait(), 10)
+    trust = ssl.create_default_context(cadata=bundle.ca_cert.decode())
+    yield hub, f"https://127.0.0.1:{server.port}{PATH}", trust
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def post(url: str, trust: ssl.SSLContext, body: dict[str, Any]) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session, \
+            session.post(url, json=body, ssl=trust) as resp:
+        assert resp.status == 200
+        answer: dict[str, Any] = (await resp.json())["response"]
+        return answer
+
+
+async def test_the_server_admits_what_the_requester_may_create(
+        served: tuple[Hub, str, ssl.SSLContext]) -> None:
+    hub, url, trust = served
+    answer = await post(url, trust, admission(appwrapper(JOB)))
+    assert answer == {"uid": "r-1", "allowed": True}
+    assert len(hub.transport.sent("POST", SAR)) == 1
+
+
+async def test_the_server_refuses_a_wrapped_kind_the_requester_may_not_create(
+        served: tuple[Hub, str, ssl.SSLContext]) -> None:
+    hub, url, trust = served
+    answer = await post(url, trust, admission(appwrapper(JOB, CONFIG_MAP)))
+    assert len(hub.transport.sent("POST", SAR)) == 2
+    assert answer["allowed"] is False and answer["status"]["code"] == 403
+    assert answer["status"]["message"] == (
+        "GenericItems[1] ConfigMap/settings: alice may not create configmaps in namespace "
+        "team-a, and an AppWrapper may only wrap what its author could create.")
+
+
+async def test_the_certificate_in_the_secret_carries_the_urls_host(
+        served: tuple[Hub, str, ssl.SSLContext]) -> None:
+    hub, _, _ = served
+    assert hub.secret is not None
+    cert = base64.b64decode(hub.secret["data"]["tls.crt"])
+    assert "127.0.0.1" in sans(cert)
