@@ -41,8 +41,15 @@ testbed: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m e2e.demo
 
-bench: $(STAMP)
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	@touch $@
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/dispatch_cycle.py
+	$(BIN)/python benchmarks/fair_sharing.py
 
 clean:
 	-$(BIN)/python -m e2e.cluster down --dir tb

@@ -45,6 +45,7 @@ from mcad.core.cycle import (  # noqa: E402
 )
 from mcad.core.demand import Demand, PodSet, Taint  # noqa: E402
 from mcad.core.placement import ClusterSelector, PlacementPolicy  # noqa: E402
+from mcad.core.preemption import PreemptionPolicy  # noqa: E402
 from mcad.core.quota import QuotaForest, QuotaNodeSpec  # noqa: E402
 from mcad.core.resources import ResourceList  # noqa: E402
 
@@ -132,7 +133,8 @@ def build_snapshot(seed: int = 7) -> Snapshot:
     rng = random.Random(seed)
     return Snapshot(now=NOW, appwrappers=build_appwrappers(rng), clusters=build_clusters(rng),
                     quota=build_quota(),
-                    policy=CyclePolicy(PlacementPolicy.BEST_FIT, preemption=True,
+                    policy=CyclePolicy(PlacementPolicy.BEST_FIT,
+                                       preemption=PreemptionPolicy(priority=True, reclaim=True),
                                        starvation_seconds=300))
 
 

@@ -9,13 +9,17 @@ test a namespace (``aw_namespace``) live in ``e2e/conftest.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from e2e.cluster.topology import free_ports
 from e2e.waiting import wait_until
@@ -103,6 +107,24 @@ class ControllerProcess:
         return None
 
 
+@contextlib.contextmanager
+def controller_with(mcad: ControllerProcess, tmp_path: Path, *, name: str = "mcad-own",
+                    **settings: object) -> Iterator[ControllerProcess]:
+    """Run a controller with ``settings`` in its config file instead of the session's
+    (stopped meanwhile: two controllers would fight over the same AppWrappers)."""
+    config = tmp_path / "mcad-config.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    own = ControllerProcess(mcad.hub_kubeconfig, tmp_path, name=name,
+                            extra_args=("--config", str(config)))
+    mcad.stop()
+    try:
+        own.start()
+        yield own
+    finally:
+        own.stop()
+        mcad.start()
+
+
 async def mcad_cli(*args: str) -> int:
     """Run the ``mcad`` command line in a subprocess, as a user would."""
     proc = await asyncio.create_subprocess_exec(
@@ -147,6 +169,19 @@ def job_appwrapper(name: str, *, pods: int, gpus: int, runtime: str | None = "2s
         spec["schedulingSpec"]["requeuing"] = requeuing
     return {"apiVersion": "workload.codeflare.dev/v1beta1", "kind": "AppWrapper",
             "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+def subtree(tree: str, name: str, *, parent: str | None,
+            children: list[tuple[str, int, bool]]) -> dict[str, Any]:
+    """A QuotaSubtree of ``tree`` in kube-system: children as (name, GPUs, hardLimit)."""
+    return {
+        "apiVersion": "quota.codeflare.dev/v1alpha1", "kind": "QuotaSubtree",
+        "metadata": {"name": name, "namespace": "kube-system", "labels": {"tree": tree}},
+        "spec": {**({"parent": parent} if parent else {}), "children": [
+            {"name": child, "quotas": {"hardLimit": hard,
+                                       "requests": {"nvidia.com/gpu": gpus}}}
+            for child, gpus, hard in children]},
+    }
 
 
 async def create_aw(hub: Cluster, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from pydantic.alias_generators import to_camel
 from mcad.api.documents import yaml_problem
 from mcad.core.cycle import CyclePolicy
 from mcad.core.placement import PlacementPolicy
+from mcad.core.preemption import PreemptionPolicy
 from mcad.core.requeue import GrowthType, RequeuePolicy
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -82,6 +83,22 @@ class RequeuingDefaults(_Settings):
         )
 
 
+class PreemptionSettings(_Settings):
+    """When running AppWrappers are evicted for others (``mcad.core.preemption``)."""
+
+    priority: bool = False
+    """A higher-priority AppWrapper evicts lower-priority ones: within its quota node, and
+    on one cluster when its gang fits nowhere. Off by default: users set their own
+    priorities, so turn it on once priorities are policed (e.g. by admission)."""
+    reclaim: bool = True
+    """A quota node takes back what others borrowed from it: an AppWrapper within its own
+    quota evicts borrowers (of any priority, lowest first). On by default: without it,
+    lending makes quota a promise that is not kept."""
+
+    def policy(self) -> PreemptionPolicy:
+        return PreemptionPolicy(priority=self.priority, reclaim=self.reclaim)
+
+
 class RunConfig(_Settings):
     """Everything ``mcad run`` can be told in its configuration file."""
 
@@ -90,8 +107,12 @@ class RunConfig(_Settings):
     leader Lease."""
     placement: Literal["best-fit", "spread"] = "best-fit"
     """best-fit packs gangs onto the cluster left fullest; spread onto the one left emptiest."""
-    preemption: bool = False
-    """True: an AppWrapper held back by quota gets lower-priority borrowers of it evicted."""
+    preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
+    """{priority: ..., reclaim: ...}; the old boolean still works: true is both, false
+    neither."""
+    fair_sharing: bool = True
+    """True: AppWrappers within their quota go first, then borrowers by their node's
+    share (DRF); false: one queue by priority and age."""
     starvation_seconds: float = Field(300.0, ge=0)
     """Seconds a pending AppWrapper may be overtaken by smaller ones before it blocks them."""
     default_requeuing: RequeuingDefaults = Field(default_factory=RequeuingDefaults)
@@ -126,6 +147,16 @@ class RunConfig(_Settings):
         if len(value) > 63 or not DNS_LABEL.match(value):
             raise ValueError(f"is {value!r}; a namespace name has lower-case letters, "
                              "digits and '-', at most 63 characters")
+        return value
+
+    @field_validator("preemption", mode="before")
+    @classmethod
+    def _a_boolean_means_both(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return {"priority": value, "reclaim": value}
+        if not isinstance(value, dict | PreemptionSettings):
+            raise ValueError(f"is {value!r}; use true, false, or "
+                             "{priority: true|false, reclaim: true|false}")
         return value
 
     @field_validator("quota_namespaces")
@@ -182,8 +213,9 @@ class RunConfig(_Settings):
     def cycle_policy(self) -> CyclePolicy:
         """The settings the dispatch cycle decides with."""
         return CyclePolicy(placement=PlacementPolicy(self.placement),
-                           preemption=self.preemption,
-                           starvation_seconds=self.starvation_seconds)
+                           preemption=self.preemption.policy(),
+                           starvation_seconds=self.starvation_seconds,
+                           fair_sharing=self.fair_sharing)
 
 
 def load_run_config(path: Path | None) -> RunConfig:

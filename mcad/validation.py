@@ -27,6 +27,8 @@ class AppWrapperCheck:
 
     problems: list[str] = field(default_factory=list)
     """Sentences, each naming the field (no final period)."""
+    notes: list[str] = field(default_factory=list)
+    """Worth knowing, not wrong: unknown fields, fields accepted and not acted on."""
     demand: Demand | None = None
     objects: list[WrappedObject] = field(default_factory=list)
 
@@ -36,6 +38,7 @@ def check_appwrapper(doc: Any, *, config: RunConfig, namespace: str = "") -> App
     out = AppWrapperCheck()
     parsed = parse_object(doc)
     out.problems.extend(parsed.problems)
+    out.notes.extend(parsed.notes)
     if parsed.problems or not isinstance(parsed.model, AppWrapper):
         if not parsed.problems:
             out.problems.append(f"kind {parsed.kind or 'nothing'} is not an AppWrapper")

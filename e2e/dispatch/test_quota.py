@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from e2e.conftest import Cluster
+from e2e.controller import subtree
 from e2e.dispatch.conftest import (
     QST,
     ControllerProcess,
@@ -21,25 +22,13 @@ from e2e.waiting import wait_until
 TREE = "quota_e2e"
 
 
-def subtree(name: str, *, parent: str | None, children: list[tuple[str, int, bool]]
-            ) -> dict[str, Any]:
-    return {
-        "apiVersion": "quota.codeflare.dev/v1alpha1", "kind": "QuotaSubtree",
-        "metadata": {"name": name, "namespace": "kube-system", "labels": {"tree": TREE}},
-        "spec": {**({"parent": parent} if parent else {}), "children": [
-            {"name": child, "quotas": {"hardLimit": hard,
-                                       "requests": {"nvidia.com/gpu": gpus}}}
-            for child, gpus, hard in children]},
-    }
-
-
 @pytest.fixture
 async def quota_tree(mcad: ControllerProcess, clusters: dict[str, Cluster]
                      ) -> AsyncIterator[None]:
     """root (hard, 24 GPUs) > gold (soft, 8), silver (hard, 4), default (hard, 2)."""
     hub = clusters["hub"]
-    trees = [subtree("e2e-root", parent=None, children=[("root", 24, True)]),
-             subtree("e2e-children", parent="root",
+    trees = [subtree(TREE, "e2e-root", parent=None, children=[("root", 24, True)]),
+             subtree(TREE, "e2e-children", parent="root",
                      children=[("gold", 8, False), ("silver", 4, True), ("default", 2, True)])]
     for tree in trees:
         await hub.custom.create_namespaced_custom_object(*QST[:2], "kube-system", QST[2], tree)

@@ -66,3 +66,29 @@ async def test_a_gang_that_comes_up_in_time_is_not_requeued(
     done = await wait_state(hub, aw_namespace, "fine", "Completed", within=60)
     assert done["status"]["numberOfRequeueings"] == 0
     assert condition(done, "PodsReady")["status"] == "True"
+
+
+async def test_a_run_past_its_dispatch_duration_limit_fails_and_leaves_nothing(
+    mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str
+) -> None:
+    hub = clusters["hub"]
+    body = job_appwrapper("overrun", pods=1, gpus=1, runtime=None,
+                          scheduling={"dispatchDuration": {"limit": 4, "expected": 3}})
+    await create_aw(hub, aw_namespace, body)
+    running = await wait_state(hub, aw_namespace, "overrun", "Running")
+    status = running["status"]
+    assert status["runDeadline"] > status["expectedEnd"] > status["dispatchTimestamp"]
+    failed = await wait_state(hub, aw_namespace, "overrun", "Failed", within=30)
+    reason = condition(failed, "Failed")
+    assert reason["reason"] == "DispatchDeadlineExceeded"
+    assert "dispatchDuration.limit is 4s" in reason["message"]
+    assert failed["status"].get("numberOfRequeueings", 0) == 0
+    spoke = clusters[failed["status"]["clusterName"]]
+
+    async def nothing_left() -> bool:
+        jobs = (await spoke.batch.list_namespaced_job(aw_namespace)).items
+        pods = [p for p in (await spoke.core.list_namespaced_pod(aw_namespace)).items
+                if not p.metadata.deletion_timestamp]
+        return not jobs and not pods
+
+    await wait_until(nothing_left, within=30, what="the overrun's objects to be deleted")

@@ -11,32 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import yaml
 
 from e2e.cluster import faults
 from e2e.conftest import Cluster
-from e2e.controller import ControllerProcess
+from e2e.controller import ControllerProcess, controller_with  # noqa: F401
 from mcad.core.wrapping import UID_LABEL
 
 SPOKES = ("spoke-1", "spoke-2")
 SPOKE_LOST_SECONDS = 15
-
-
-@contextlib.contextmanager
-def controller_with(mcad: ControllerProcess, tmp_path: Path, **settings: object
-                    ) -> Iterator[ControllerProcess]:
-    """Run a controller with ``settings`` in its config file instead of the session's."""
-    config = tmp_path / "mcad-config.yaml"
-    config.write_text(yaml.safe_dump(settings))
-    own = ControllerProcess(mcad.hub_kubeconfig, tmp_path, name="mcad-faults",
-                            extra_args=("--config", str(config)))
-    mcad.stop()
-    try:
-        own.start()
-        yield own
-    finally:
-        own.stop()
-        mcad.start()
 
 
 @contextlib.contextmanager

@@ -4,8 +4,9 @@ Why these models: users bring AppWrappers written for MCAD v1 and expect them to
 unchanged, wire names included (``GenericItems``, ``generictemplate``,
 ``custompodresources``, ``priorityslope``, ``Succeeded`` with a capital S). Every field
 MCAD v1's CRD declared is declared here, so its YAML passes both these models and the
-CRD generated from them; fields MCAD declared but never honoured are accepted and
-documented as ignored.
+CRD generated from them; fields MCAD declared but never honoured are accepted,
+listed in each model's ``IGNORED`` and reported (``mcad validate`` notes, admission
+warnings) when given a value.
 
 Status: MCAD v1's fields keep their names and meanings (``state``, the pod counters,
 ``numberOfRequeueings``, which we actually increment, ``controllerfirsttimestamp``),
@@ -17,7 +18,7 @@ back to the queue) and ``observedGeneration``.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field, field_validator
 
@@ -45,6 +46,12 @@ GrowthType = Literal["exponential", "linear", "none"]
 
 class RequeuingSpec(WireModel):
     """When to give up on a dispatch whose pods do not come up, and how often to retry."""
+
+    IGNORED: ClassVar[dict[str, str]] = {
+        "initial_time_in_seconds": "timeInSeconds sets the first requeuing time",
+        "num_requeuings": "the count is status.numberOfRequeueings",
+        "forceful_deletion_after_seconds": "use forceDeletionTimeInSeconds",
+    }
 
     time_in_seconds: int = Field(300, alias="timeInSeconds", ge=0)
     """Seconds after dispatch at which running+succeeded pods must reach minAvailable."""
@@ -79,6 +86,10 @@ class ClusterReference(WireModel):
 class ClusterSchedulingSpec(WireModel):
     """Which clusters may run this AppWrapper; both constraints hold when both are given."""
 
+    IGNORED: ClassVar[dict[str, str]] = {
+        "policy_result": "the chosen cluster is status.clusterName",
+    }
+
     clusters: list[ClusterReference] = Field(default_factory=list)
     """Allowed SpokeClusters by name; empty means any."""
     cluster_selector: LabelSelector | None = Field(None, alias="clusterSelector")
@@ -88,15 +99,28 @@ class ClusterSchedulingSpec(WireModel):
 
 
 class DispatchDurationSpec(WireModel):
-    """MCAD v1's wall-clock limit; accepted and not enforced yet."""
+    """MCAD v1's wall-clock bounds of one run."""
+
+    IGNORED: ClassVar[dict[str, str]] = {
+        "overrun": "MCAD's internal flag; limit is enforced",
+    }
 
     expected: int | None = Field(None, ge=0)
+    """Seconds a run is expected to take: recorded at dispatch as status.expectedEnd, for
+    estimates (MCAD never read it)."""
     limit: int | None = Field(None, ge=0)
+    """Seconds a run may last from dispatch: past it the wrapped objects are deleted and
+    the AppWrapper fails (reason DispatchDeadlineExceeded). 0 or absent: no limit."""
     overrun: bool | None = None
+    """MCAD's internal flag: informational, answered with a warning."""
 
 
 class SchedulingSpec(WireModel):
     """How the wrapped objects are scheduled as one gang."""
+
+    IGNORED: ClassVar[dict[str, str]] = {
+        "dispatching_window": "not implemented, by MCAD either",
+    }
 
     min_available: int | None = Field(None, alias="minAvailable", ge=0)
     """Pods that must be running or succeeded for the gang to count as up; absent means
@@ -108,7 +132,7 @@ class SchedulingSpec(WireModel):
     node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
     """Node labels every pod of the AppWrapper must land on (used for capacity)."""
     dispatch_duration: DispatchDurationSpec | None = Field(None, alias="dispatchDuration")
-    """MCAD v1 field; accepted and not enforced yet."""
+    """Wall-clock bounds of each run (``limit`` is enforced)."""
     dispatching_window: FreeForm | None = Field(None, alias="dispatchingWindow")
     """MCAD v1 field; accepted and ignored."""
 
@@ -126,6 +150,13 @@ class CustomPodResources(WireModel):
 
 class GenericItem(WireModel):
     """One wrapped Kubernetes object and the pods it stands for."""
+
+    IGNORED: ClassVar[dict[str, str]] = {
+        "allocated": "MCAD bookkeeping",
+        "priority": "spec.priority orders and preempts",
+        "priority_slope": "use spec.priorityslope",
+        "metadata": "put labels on the generictemplate",
+    }
 
     replicas: int | None = Field(None, ge=0)
     """How many times the template's pods count (MCAD v1: desired replicas)."""
@@ -169,6 +200,11 @@ class GenericItem(WireModel):
 class Resources(WireModel):
     """The wrapped objects."""
 
+    IGNORED: ClassVar[dict[str, str]] = {
+        "items": "objects are created only from GenericItems",
+        "metadata": "not read",
+    }
+
     generic_items: list[GenericItem] = Field(default_factory=list, alias="GenericItems")
     """The objects to create on dispatch, each with the pods it accounts for."""
     items: list[FreeForm] | None = Field(None, alias="Items")
@@ -186,10 +222,16 @@ class ServiceSpec(WireModel):
 class AppWrapperSpec(WireModel):
     """What to run, how urgently, as one gang."""
 
+    IGNORED: ClassVar[dict[str, str]] = {
+        "service": "wrap a Service as a GenericItem",
+        "selector": "not read",
+    }
+
     priority: int = 0
     """Higher runs first and may preempt lower."""
     priority_slope: float | None = Field(None, alias="priorityslope")
-    """MCAD v1 dynamic priority growth; accepted, not used."""
+    """MCAD v1 dynamic priority: the priority grows by this much per second the
+    AppWrapper waits in the queue (it orders the queue; preemption uses ``priority``)."""
     resources: Resources
     """The wrapped objects."""
     scheduling_spec: SchedulingSpec = Field(default_factory=SchedulingSpec,
@@ -248,6 +290,14 @@ class AppWrapperStatus(WireModel):
                                                     alias="componentStatus")
     """The objects created for the current dispatch, by apiVersion, kind and name: what
     a requeue or deletion removes, even when the spec was changed meanwhile."""
+    expected_end: Timestamp | None = Field(None, alias="expectedEnd")
+    """Dispatch time plus schedulingSpec.dispatchDuration.expected: when the current run
+    should end, for estimates."""
+    run_deadline: Timestamp | None = Field(None, alias="runDeadline")
+    """Dispatch time plus schedulingSpec.dispatchDuration.limit: a run still going then
+    fails (reason DispatchDeadlineExceeded)."""
+    preempted_by: str = Field("", alias="preemptedBy")
+    """While it is being evicted to make room for another: that one (namespace/name)."""
     dispatched_spec_hash: str = Field("", alias="dispatchedSpecHash")
     """A digest of what the current dispatch created (resources and scheduling); a spec
     that no longer matches it is applied through a requeue (reason SpecChanged)."""

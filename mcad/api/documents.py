@@ -98,6 +98,9 @@ def parse_object(doc: object) -> Parsed:
         f"{path}: is not a field of {kind}; the API server will drop or reject it "
         "(check the spelling)"
         for path in model.unknown_fields()
+    ) + tuple(
+        f"{path}: accepted for MCAD compatibility and not acted on ({instead})"
+        for path, instead in model.ignored_fields()
     )
     return Parsed(kind, name, model=None if problems else model, problems=tuple(problems),
                   notes=notes)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
@@ -46,6 +46,20 @@ class WireModel(BaseModel):
         validate_default=False,
     )
 
+    IGNORED: ClassVar[dict[str, str]] = {}
+    """Declared fields (by attribute) accepted for MCAD compatibility and not acted on,
+    with what to use instead: a value given for one is reported (``ignored_fields``),
+    so that a user never believes a field works that does not."""
+
+    def ignored_fields(self, path: str = "") -> Iterator[tuple[str, str]]:
+        """``(wire path, what to use instead)`` of every ignored field given a value."""
+        fields = type(self).model_fields
+        for attr in sorted(self.model_fields_set & self.IGNORED.keys()):
+            if getattr(self, attr) is not None:
+                yield _join(path, fields[attr].alias or attr), self.IGNORED[attr]
+        for attr, info in fields.items():
+            yield from _ignored_in(getattr(self, attr), _join(path, info.alias or attr))
+
     def unknown_fields(self, path: str = "") -> Iterator[str]:
         """Wire paths of fields present in the input that this model does not declare."""
         for name in sorted(self.model_extra or {}):
@@ -64,6 +78,16 @@ def _unknown_in(value: object, path: str) -> Iterator[str]:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _unknown_in(item, f"{path}[{index}]")
+
+
+def _ignored_in(value: object, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, ObjectMeta):
+        return
+    if isinstance(value, WireModel):
+        yield from value.ignored_fields(path)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _ignored_in(item, f"{path}[{index}]")
 
 
 def _join(path: str, name: str) -> str:

@@ -93,6 +93,8 @@ class Admission:
             "controllerfirsttimestamp": rec.status.get("controllerfirsttimestamp")
             or rfc3339(now),
             "requeueingTimeInSeconds": readiness_timeout(policy, rec.requeues()),
+            "expectedEnd": _after(now, rec.run_expected()),
+            "runDeadline": _after(now, rec.run_limit()),
         }, conditions=(("Queued", "False", "Dispatched", message),
                        ("Dispatched", "True", "Dispatched", message),
                        ("PodsReady", "False", "WaitingForPods", "waiting for the gang's pods")))
@@ -121,5 +123,11 @@ class Admission:
             or rfc3339(now),
         }, conditions=(("Queued", "True", reason, message),))
         if ok:
+            if reason == "WaitingForPreemption" and rec.last_pending[0] != reason:
+                self.writer.event(rec, reason="Preempting", message=message)
             rec.last_pending, rec.last_pending_at = wanted, now
         return None
+
+
+def _after(start: datetime, seconds: int | None) -> str | None:
+    return rfc3339(start + timedelta(seconds=seconds)) if seconds else None

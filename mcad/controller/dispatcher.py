@@ -31,7 +31,7 @@ from mcad.controller.clock import utcnow
 from mcad.controller.records import EvictionOrder
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
-from mcad.core.capacity import AppWrapperKey, ClusterCapacity, Reservation
+from mcad.core.capacity import AppWrapperKey, ClusterCapacity, NodeName, Reservation
 from mcad.core.cycle import CycleResult, PendingReason, Snapshot, dispatch_cycle
 from mcad.core.demand import PodSet
 from mcad.core.resources import ResourceList
@@ -105,6 +105,8 @@ class Dispatcher:
     def snapshot(self, now: datetime) -> Snapshot:
         entries = []
         reservations: dict[str, list[Reservation]] = {}
+        policy = self.config.cycle_policy()
+        held: dict[str, dict[AppWrapperKey, tuple[tuple[NodeName, ResourceList], ...]]] = {}
         for rec in self.state.appwrappers.values():
             if rec.hold_until is not None and rec.queued:
                 if rec.hold_until > now:
@@ -120,11 +122,15 @@ class Dispatcher:
                     if left:
                         reservations.setdefault(rec.cluster, []).append(
                             Reservation(rec.key, left))
+                    if policy.preemption.any and rec.uid in link.held_by:
+                        held.setdefault(rec.cluster, {})[rec.key] = tuple(
+                            (NodeName(node), requests)
+                            for node, requests in link.held_by[rec.uid].items())
         clusters: list[ClusterCapacity] = [
-            link.capacity(tuple(reservations.get(name, ())))
+            link.capacity(tuple(reservations.get(name, ())), held.get(name))
             for name, link in sorted(self.state.links.items())]
         return Snapshot(now=now, appwrappers=tuple(entries), clusters=tuple(clusters),
-                        quota=self.state.forest, policy=self.config.cycle_policy())
+                        quota=self.state.forest, policy=policy)
 
     def cycle(self) -> CycleResult:
         started = time.perf_counter()

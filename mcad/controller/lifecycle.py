@@ -21,7 +21,8 @@ and applies that:
 - spec changed after dispatch: applied through a requeue, never half-applied;
 - cluster lost (no answer for ``spokeLostSeconds``): what it created there is written
   down (``Leftovers``) and it goes back to the queue without waiting for the cluster;
-- fail: delete the wrapped objects and mark Failed (the requeue limit fired);
+- fail: delete the wrapped objects and mark Failed (the requeue limit fired, or the run
+  outlived its ``dispatchDuration.limit``);
 - deleted: delete everything on the spoke, then drop the finalizer; an unreachable
   spoke is retried and the status says so (condition CleanupPending), and a lost one
   is given up on (its leftovers recorded) after ``spokeLostSeconds``.
@@ -34,6 +35,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from mcad import metrics
 from mcad.config import RunConfig
@@ -86,7 +88,8 @@ class Lifecycle:
                 metrics.count_eviction(order.reason)
                 self.writer.event(rec, reason=order.reason, message=order.message,
                                   warning=True)
-                return await self._start_requeue(rec, order.reason, order.message)
+                return await self._start_requeue(rec, order.reason, order.message,
+                                                 preempted_by=order.by)
         recorded = rec.status.get("dispatchedSpecHash")
         if recorded and recorded != dispatch_digest(rec.spec):
             return await self._start_requeue(
@@ -145,7 +148,7 @@ class Lifecycle:
             dispatched_at=rec.dispatched_at() or now, requeue_count=rec.requeues(),
             min_available=demand.min_available if demand else 1,
             expected_pods=demand.pods if demand else 0, pods=pods, items=items,
-            unready_since=unready_since)
+            unready_since=unready_since, run_limit_seconds=rec.run_limit())
         counts = {"pending": pods.pending, "running": pods.running,
                   "Succeeded": pods.succeeded, "failed": pods.failed}
         same_counts = counts == {k: rec.status.get(k, 0) for k in counts}
@@ -198,10 +201,15 @@ class Lifecycle:
         return None
 
     # -- requeue --------------------------------------------------------------------------
-    async def _start_requeue(self, rec: AppWrapperRecord, reason: str,
-                             message: str) -> float | None:
+    async def _start_requeue(self, rec: AppWrapperRecord, reason: str, message: str, *,
+                             preempted_by: str = "") -> float | None:
+        """Start taking the AppWrapper back; ``preempted_by`` names the AppWrapper it makes
+        room for (the dispatcher holds that room for it while this one drains)."""
+        status: dict[str, Any] = {"message": message}
+        if preempted_by:
+            status["preemptedBy"] = preempted_by
         if not await self.writer.patch_status(
-                rec, {"message": message}, conditions=(("Requeuing", "True", reason, message),)):
+                rec, status, conditions=(("Requeuing", "True", reason, message),)):
             return None
         self.writer.event(rec, reason="Requeuing", message=message, warning=True)
         return await self._finish_requeue(rec)
@@ -243,7 +251,8 @@ class Lifecycle:
             "numberOfRequeueings": count, "requeueTimestamp": rfc3339(now),
             "requeueingTimeInSeconds": readiness_timeout(policy, count),
             "pending": 0, "running": 0, "Succeeded": 0, "failed": 0, "message": message,
-            "componentStatus": [], "dispatchedSpecHash": "",
+            "componentStatus": [], "dispatchedSpecHash": "", "preemptedBy": "",
+            "expectedEnd": None, "runDeadline": None,
         }, conditions=(("Requeuing", "False", reason, message),
                        ("Dispatched", "False", "Requeued", message),
                        ("PodsReady", "False", "Requeued", message),

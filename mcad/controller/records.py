@@ -147,11 +147,30 @@ class AppWrapperRecord:
         return config.default_requeuing.policy() if spec is None \
             else RequeuePolicy.from_spec(spec)
 
+    def run_limit(self) -> int | None:
+        """``schedulingSpec.dispatchDuration.limit`` in seconds (None or 0: no limit)."""
+        return self._duration("limit")
+
+    def run_expected(self) -> int | None:
+        """``schedulingSpec.dispatchDuration.expected`` in seconds (None or 0: unknown)."""
+        return self._duration("expected")
+
+    def _duration(self, name: str) -> int | None:
+        duration = (self.spec.get("schedulingSpec") or {}).get("dispatchDuration") or {}
+        value = duration.get(name) if isinstance(duration, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+            else None
+
     def dispatched_at(self) -> datetime | None:
         return parse_time(self.status.get("dispatchTimestamp"))
 
     def requeues(self) -> int:
         return int(self.status.get("numberOfRequeueings", 0) or 0)
+
+    def priority_slope(self) -> float:
+        slope = self.spec.get("priorityslope")
+        return float(slope) if isinstance(slope, int | float) and not isinstance(slope, bool) \
+            else 0.0
 
     def components(self) -> list[tuple[str, str, str]]:
         """(apiVersion, kind, name) of the objects the current dispatch created, as
@@ -185,7 +204,8 @@ class AppWrapperRecord:
             created = parse_time(self.meta.get("creationTimestamp")) or datetime.min
             requeued = parse_time(self.status.get("requeueTimestamp"))
             policy = self.requeue_policy(config)
-            why = (self.condition("Requeuing") or {}).get("reason")
+            requeuing = self.condition("Requeuing") or {}
+            why = requeuing.get("reason")
             not_before = requeued + timedelta(seconds=policy.pause_time_in_seconds) \
                 if requeued and why not in UNCOUNTED_REASONS else None
             try:
@@ -202,5 +222,9 @@ class AppWrapperRecord:
                 phase=Admitted(ClusterName(self.cluster)) if self.admitted else QUEUED,
                 avoid_cluster=self.status.get("previousCluster") or None,
                 not_before=not_before, queued_since=requeued,
-                kinds=wrapped_kinds(self.spec))
+                kinds=wrapped_kinds(self.spec), priority_slope=self.priority_slope(),
+                dispatched=self.dispatched_at() if self.admitted else None,
+                draining=bool(self.admitted and requeuing.get("status") == "True"),
+                draining_for=AppWrapperKey(str(self.status["preemptedBy"]))
+                if self.admitted and self.status.get("preemptedBy") else None)
         return self.entry

@@ -31,6 +31,7 @@ from mcad.controller.clock import utcnow
 from mcad.controller.informer import Informer
 from mcad.controller.supervisor import Supervisor
 from mcad.core.capacity import (
+    AppWrapperKey,
     ClusterCapacity,
     ClusterName,
     NodeCapacity,
@@ -99,6 +100,8 @@ class SpokeLink:
     requested: dict[str, ResourceList] = field(default_factory=dict)
     pods: dict[str, _Pod] = field(default_factory=dict)
     pods_by_owner: dict[str, set[str]] = field(default_factory=dict)
+    held_by: dict[str, dict[str, ResourceList]] = field(default_factory=dict)
+    """Per AppWrapper uid: what its bound, running pods request on each node."""
     namespaces_made: set[str] = field(default_factory=set)
     """Namespaces known to exist on the cluster (reset whenever the link reconnects)."""
     _informers: dict[str, Informer] = field(default_factory=dict)
@@ -150,6 +153,7 @@ class SpokeLink:
         self.requested.clear()
         self.pods.clear()
         self.pods_by_owner.clear()
+        self.held_by.clear()
         self.namespaces_made.clear()
         self._kinds.clear()
         self._node_cache.clear()
@@ -276,6 +280,16 @@ class SpokeLink:
             self.requested[pod.node] = current + pod.request if sign > 0 \
                 else current - pod.request
             self._node_cache.pop(pod.node, None)
+            if pod.owner_uid:
+                held = self.held_by.setdefault(pod.owner_uid, {})
+                now = held.get(pod.node, EMPTY) + (pod.request if sign > 0
+                                                   else pod.request.scale(-1))
+                if now:
+                    held[pod.node] = now
+                else:
+                    held.pop(pod.node, None)
+                    if not held:
+                        del self.held_by[pod.owner_uid]
 
     def pods_of(self, owner_uid: str) -> list[dict[str, Any]]:
         return [self.pods[u].raw for u in self.pods_by_owner.get(owner_uid, ())]
@@ -308,7 +322,9 @@ class SpokeLink:
         return None if entry is None else dict(entry["conditions"])
 
     # -- capacity -----------------------------------------------------------------------
-    def capacity(self, reservations: tuple[Reservation, ...] = ()) -> ClusterCapacity:
+    def capacity(self, reservations: tuple[Reservation, ...] = (),
+                 held_by: Mapping[AppWrapperKey, tuple[tuple[NodeName, ResourceList], ...]]
+                 | None = None) -> ClusterCapacity:
         nodes = []
         for name, node in self.nodes.items():
             cached = self._node_cache.get(name)
@@ -321,7 +337,8 @@ class SpokeLink:
                                labels=dict(self.labels), ready=self.health.ready,
                                schedulable=self.schedulable and not self.leftovers,
                                reservations=reservations,
-                               kinds=self.discovery.kinds if self.discovery else None)
+                               kinds=self.discovery.kinds if self.discovery else None,
+                               held_by=held_by or {})
 
 
 def _by_name(obj: Mapping[str, Any]) -> str:

@@ -96,6 +96,10 @@ class ClusterCapacity:
     schedulable: bool = True
     reservations: tuple[Reservation, ...] = ()
     kinds: frozenset[tuple[str, str]] | None = None
+    held_by: Mapping[AppWrapperKey, tuple[tuple[NodeName, ResourceList], ...]] = field(
+        default_factory=dict)
+    """What each dispatched AppWrapper's bound pods request, per node: what evicting it
+    would give back (read by preemption only)."""
     """The (apiVersion, kind) pairs the cluster serves; None when not known (then any)."""
 
     @property
@@ -154,7 +158,8 @@ class NodePool:
     plain ``dict[str, int]`` because this is the innermost loop of the cycle.
     """
 
-    __slots__ = ("_accepting", "_start", "allocatable", "free", "names", "nodes", "total")
+    __slots__ = ("_accepting", "_index", "_start", "allocatable", "free", "names", "nodes",
+                 "total")
 
     def __init__(self, nodes: Iterable[NodeCapacity]) -> None:
         usable = sorted((n for n in nodes if n.usable), key=lambda n: n.name)
@@ -173,6 +178,7 @@ class NodePool:
                 free[name] = left if left > 0 else 0
                 total[name] = total.get(name, 0) + free[name]
             self.free.append(free)
+        self._index = {name: i for i, name in enumerate(self.names)}
         self._accepting: dict[tuple[object, ...], tuple[int, ...]] = {}
         # Where first-fit may start for a pod shape: the first accepting node (by
         # position) that had room for one such pod. Room only shrinks between
@@ -242,6 +248,28 @@ class NodePool:
         if left and not partial:
             return []
         return takes
+
+    def copy(self) -> NodePool:
+        """An independent pool with the same nodes and free room (to try evictions on)."""
+        twin = NodePool.__new__(NodePool)
+        twin.nodes, twin.names, twin._index = self.nodes, self.names, self._index
+        twin.free = [dict(free) for free in self.free]
+        twin.total, twin.allocatable = dict(self.total), self.allocatable
+        twin._accepting, twin._start = self._accepting, {}
+        return twin
+
+    def release(self, node: str, requests: ResourceList, sign: int = 1) -> None:
+        """Add ``requests`` to ``node``'s free room (``sign=-1``: take them); a node not in
+        the pool (not ready, cordoned) is ignored."""
+        index = self._index.get(NodeName(node))
+        if index is None:
+            return
+        self._start.clear()
+        room = self.free[index]
+        total = self.total
+        for name, amount in requests.items():
+            room[name] = room.get(name, 0) + sign * amount
+            total[name] = total.get(name, 0) + sign * amount
 
     def take(self, pod_set: PodSet, takes: Iterable[Take]) -> None:
         """Apply takes from ``fit``: the pods now occupy their nodes."""

@@ -1,44 +1,46 @@
 """The dispatch cycle: one snapshot in, every decision out.
 
 Kueue's shape: the controller gathers AppWrappers, quota and cluster capacity into a
-``Snapshot``; ``dispatch_cycle`` decides on private copies and returns what to do
-(dispatch here, keep pending for this reason, evict these); the controller applies it.
-Nothing in the snapshot is changed, so the same snapshot always gives the same result.
+``Snapshot`` (``mcad.core.snapshot``); ``dispatch_cycle`` decides on private copies and
+returns what to do (dispatch here, keep pending for this reason, evict these); the
+controller applies it. The same snapshot always gives the same result.
 
 Phases:
 
 1. Charge the admitted AppWrappers to a copy of the quota forest (they hold quota);
-   they are also the eviction candidates. Their pods already hold capacity, through
-   the nodes' requests or the clusters' reservations.
-2. Order the queued AppWrappers (``mcad.core.queue``).
+   they are also the eviction candidates. Their pods already hold capacity, through the
+   nodes' requests or the clusters' reservations.
+2. Order the queued AppWrappers: within quota first, then fair shares
+   (``mcad.core.fairness``; plain priority order without quota trees).
 3. Build the capacity board: per-node free room, reservations placed first.
 4. Walk the queue. Each AppWrapper gets exactly one outcome, from the first check it
    fails: RequeuePause, InvalidDemand, QuotaNodeNotFound, NoMatchingCluster,
-   QuotaExceeded (or WaitingForPreemption once evictions are issued for it),
+   WaitingForPreemption (its victims are still going), QuotaExceeded,
    InsufficientCapacity, WaitingForHeadOfLine; or it is dispatched, and its quota and
-   nodes are charged at once, so no later decision in the cycle counts on them.
-   The head-of-line rule and its reservation are stated in ``mcad.core.queue``.
+   nodes are charged at once, so no later decision in the cycle counts on them. The
+   head-of-line rule and its reservation are stated in ``mcad.core.queue``
+   (``mcad.core.headofline`` keeps its state); preemption is stated in
+   ``mcad.core.preemption``.
 5. Return the decisions.
 
-Speed (10,000 queued AppWrappers in a few tens of milliseconds): free room only
-shrinks during a cycle, so "this quota shape did not fit" and "this pod shape did not
-fit these clusters" are cached for the rest of the cycle, and most of a long queue is
-answered from those caches. Cluster totals reject a gang before any node is looked at.
+Preemption within a cycle: each quota assignment gets one preemption turn (Kueue
+likewise considers one head per queue), and one AppWrapper may evict for capacity:
+later ones decide on fresh facts next cycle, and one cycle's eviction work stays
+bounded. Victims already chosen are not chosen again, and their quota counts as
+returned when later preemptors of other assignments look for victims. A preemptor
+holds what it waits for: its quota is charged, and its nodes are held with its victims'
+pods counted as gone, so nothing behind it takes its room while they drain; in later
+cycles, while its victims drain, it waits (and holds) instead of evicting more.
 
-Preemption (``CyclePolicy.preemption``) covers quota: an AppWrapper blocked by quota
-that lower-priority borrowers hold gets them evicted (``QuotaForest.evictions_for``)
-when its pods then have room, either now or once the evicted pods are gone (cluster
-totals). It is dispatched in a later cycle, after the evictions; meanwhile its quota
-and (when it fits now) its nodes are held so nothing behind it takes them. Each quota
-assignment gets one preemption turn per cycle, taken by the first AppWrapper quota
-blocks there (Kueue likewise considers one head per queue): later ones decide on fresh
-facts next cycle, and one cycle's eviction work stays bounded. Victims already chosen
-are not chosen again, and their quota counts as returned when later preemptors of other
-assignments look for victims (but not for anything dispatched in this cycle).
+Speed (10,000 queued AppWrappers in a few tens of milliseconds): free room only shrinks
+during a cycle, so "this quota shape did not fit" and "this pod shape did not fit these
+clusters" are cached for the rest of the cycle, and most of a long queue is answered
+from those caches. Cluster totals reject a gang before any node is looked at.
 
 Contract with the caller: ``Snapshot.quota`` has no usage of the snapshot's admitted
 AppWrappers (the cycle charges them); clusters carry bound pods in node requests and
-dispatched-but-unbound pods as reservations.
+dispatched-but-unbound pods as reservations, and (for preemption) each admitted
+AppWrapper's bound pods in ``held_by``.
 """
 
 from __future__ import annotations
@@ -46,168 +48,70 @@ from __future__ import annotations
 import bisect
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from enum import StrEnum
-from typing import NamedTuple
 
-from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
+from mcad.core.capacity import AppWrapperKey
 from mcad.core.demand import Demand
-from mcad.core.placement import (
-    EVERY_CLUSTER,
-    ClusterBoard,
-    ClusterSelector,
-    NoFit,
-    Placement,
-    PlacementPolicy,
-    resource_weight_order,
-)
-from mcad.core.queue import DEFAULT_STARVATION_SECONDS, BackfillPolicy, in_queue_order
+from mcad.core.fairness import FairOrder
+from mcad.core.headofline import HeadOfLine, Outcome
+from mcad.core.placement import EVERY_CLUSTER, ClusterBoard, NoFit, Placement, fit_gang
+from mcad.core.preemption import Holder, capacity_victims, gpus
+from mcad.core.queue import BackfillPolicy
 from mcad.core.quota import QuotaAssignment, QuotaCharge, QuotaForest, QuotaProblem
 from mcad.core.resources import ResourceList
+from mcad.core.snapshot import (
+    PREEMPTED,
+    QUEUED,
+    Admitted,
+    AppWrapperEntry,
+    CyclePolicy,
+    CycleResult,
+    Dispatch,
+    Eviction,
+    Pending,
+    PendingReason,
+    Phase,
+    Queued,
+    Snapshot,
+)
 
-
-class PendingReason(StrEnum):
-    """Why a queued AppWrapper was not dispatched in this cycle."""
-
-    REQUEUE_PAUSE = "RequeuePause"
-    INVALID_DEMAND = "InvalidDemand"
-    QUOTA_NODE_NOT_FOUND = "QuotaNodeNotFound"
-    NO_MATCHING_CLUSTER = "NoMatchingCluster"
-    QUOTA_EXCEEDED = "QuotaExceeded"
-    WAITING_FOR_PREEMPTION = "WaitingForPreemption"
-    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
-    WAITING_FOR_HEAD_OF_LINE = "WaitingForHeadOfLine"
-
-
-PREEMPTED = "Preempted"
-"""Reason of every eviction: a higher-priority AppWrapper needs the borrowed quota."""
-
-
-@dataclass(frozen=True, slots=True)
-class Queued:
-    """Waiting to be dispatched."""
-
-
-@dataclass(frozen=True, slots=True)
-class Admitted:
-    """Dispatched to ``cluster``: it holds quota and capacity there."""
-
-    cluster: ClusterName
-
-
-Phase = Queued | Admitted
-QUEUED = Queued()
-
-
-@dataclass(frozen=True, slots=True)
-class AppWrapperEntry:
-    """One AppWrapper as the cycle sees it."""
-
-    key: AppWrapperKey
-    uid: str
-    priority: int
-    created: datetime
-    demand: Demand | None
-    demand_error: str | None = None
-    quota_labels: Mapping[str, str] = field(default_factory=dict)
-    clusters: tuple[str, ...] = ()
-    cluster_selector: ClusterSelector = EVERY_CLUSTER
-    phase: Phase = QUEUED
-    avoid_cluster: str | None = None
-    not_before: datetime | None = None
-    queued_since: datetime | None = None
-    """When it last entered the queue (creation or last requeue); None: ``created``."""
-    kinds: tuple[tuple[str, str], ...] = ()
-    """The (apiVersion, kind) of every object it wraps: only clusters serving them all
-    may take it."""
-
-
-@dataclass(frozen=True, slots=True)
-class CyclePolicy:
-    placement: PlacementPolicy = PlacementPolicy.BEST_FIT
-    preemption: bool = False
-    starvation_seconds: float = DEFAULT_STARVATION_SECONDS
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything one cycle decides on.
-
-    ``quota`` carries the trees' limits and no usage of the AppWrappers listed here:
-    the cycle charges the admitted ones itself (usage already in it counts as well).
-    """
-
-    now: datetime
-    appwrappers: tuple[AppWrapperEntry, ...]
-    clusters: tuple[ClusterCapacity, ...]
-    quota: QuotaForest
-    policy: CyclePolicy = CyclePolicy()
-
-
-class Dispatch(NamedTuple):
-    key: AppWrapperKey
-    cluster: ClusterName
-    placement: Placement
-
-
-class Pending(NamedTuple):
-    key: AppWrapperKey
-    reason: PendingReason
-    message: str
-
+__all__ = ["PREEMPTED", "QUEUED", "Admitted", "AppWrapperEntry", "CyclePolicy",
+           "CycleResult", "Dispatch", "Eviction", "Pending", "PendingReason", "Phase",
+           "Queued", "Snapshot", "dispatch_cycle"]
 
 _pending = functools.partial(tuple.__new__, Pending)
 """``Pending`` from a 3-tuple without NamedTuple's Python-level ``__new__`` (hot path)."""
 
 
-class Eviction(NamedTuple):
-    key: AppWrapperKey
-    reason: str
-    message: str
-    for_key: AppWrapperKey
-
-
-@dataclass(frozen=True)
-class CycleResult:
-    dispatches: tuple[Dispatch, ...]
-    pending: tuple[Pending, ...]
-    evictions: tuple[Eviction, ...]
-
-
 def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
     """Decide, for every queued AppWrapper of ``snapshot``, dispatch or why not."""
     # 1. Admitted AppWrappers hold quota; they are the eviction candidates.
-    quota = snapshot.quota.copy()
-    decider = _Decider(snapshot, quota)
+    decider = _Decider(snapshot, snapshot.quota.copy())
     queued = []
     admitted = []
     for entry in snapshot.appwrappers:
         if isinstance(entry.phase, Admitted):
-            admitted.append((entry, entry.phase.cluster))
+            admitted.append(entry)
         else:
             queued.append(entry)
     decider.hold_admitted(admitted)
 
-    # 2. Queue order, once.
-    ordered = in_queue_order(queued)
+    # 2. Queue order: within quota first, then fair shares (live, as quota is charged).
+    order = FairOrder(queued, now=snapshot.now, forest=decider.quota,
+                      assignment_of=lambda e: decider.assignment(e.quota_labels),
+                      demand_of=lambda e: e.demand.total if e.demand else None,
+                      fair=snapshot.policy.fair_sharing)
+    decider.order = order
 
     # 3. The capacity board was built with the decider: per-node free room with every
     #    cluster's reservations placed first.
 
     # 4. Decide, in order, charging quota and nodes as AppWrappers are dispatched.
-    for entry in ordered:
+    for entry in order:
         decider.decide(entry)
 
     # 5. The decisions.
     return CycleResult(tuple(decider.dispatches), tuple(decider.pending),
                        tuple(decider.evictions))
-
-
-# -- phase 4, one AppWrapper at a time -----------------------------------------------------
-
-_Outcome = tuple[PendingReason, str, bool]
-"""A cached failure: reason, message, and whether the AppWrapper could ever run."""
 
 
 class _Decider:
@@ -217,34 +121,31 @@ class _Decider:
         self.now = snapshot.now
         self.policy = snapshot.policy
         self.preemption = snapshot.policy.preemption
-        self.backfill = BackfillPolicy(snapshot.policy.starvation_seconds)
         self.unused_quota = snapshot.quota
         self.quota = quota
+        self.order: FairOrder[AppWrapperEntry] | None = None
         self.trees = tuple(quota.trees())
         # With one tree (the usual case) the label value alone keys the assignment.
         self.one_tree = self.trees[0] if len(self.trees) == 1 else None
         self.board = ClusterBoard(snapshot.clusters)
         self.everywhere = self.board.eligible()
+        self.line = HeadOfLine(board=self.board, now=self.now, placement=self.policy.placement,
+                               backfill=BackfillPolicy(snapshot.policy.starvation_seconds))
         self.dispatches: list[Dispatch] = []
         self.pending: list[Pending] = []
         self.evictions: list[Eviction] = []
-        self.holders: list[tuple[AppWrapperEntry, str, QuotaAssignment]] = []
-        # Eviction candidates, lowest priority first, built on the first preemption.
+        self.admitted: list[tuple[AppWrapperEntry, QuotaAssignment]] = []
+        self.draining_for: dict[AppWrapperKey, list[AppWrapperEntry]] = {}
+        # Quota eviction candidates, lowest priority first, built on the first preemption.
         self.charges: list[QuotaCharge] | None = None
         self.charge_priorities: list[int] = []
         self.admitted_on: dict[str, tuple[str, ResourceList]] = {}
         """Where each admitted AppWrapper runs and what it holds (with the candidates)."""
+        self.evicted: set[str] = set()
         self._assignments: dict[object, QuotaAssignment | QuotaProblem] = {}
-        self._quota_no: dict[tuple[object, ...], _Outcome] = {}
+        self._quota_no: dict[tuple[object, ...], Outcome] = {}
         """Quota misfits: (assignment id, total's items) -> outcome."""
-        self._capacity_no: dict[tuple[object, ...], _Outcome] = {}
-        # The head of line (see mcad.core.queue) and what is reserved for it.
-        self.head_seen = False
-        """True once the head of line is known (whether or not it holds a reservation)."""
-        self.head: AppWrapperEntry | None = None
-        self.held_quota: QuotaForest | None = None
-        self.held_nodes: Placement | None = None
-        self.closed_cluster: int | None = None
+        self._capacity_no: dict[tuple[object, ...], Outcome] = {}
         # Quota as it will be once this cycle's evictions are done: evictions for a later
         # preemptor are computed on it, so two preemptors never count on one victim.
         # Everything else is decided on ``quota``, where victims still hold their share
@@ -252,6 +153,7 @@ class _Decider:
         self.after_evictions: QuotaForest | None = None
         # Who took each quota assignment's one preemption turn, and whether it evicted.
         self.preempt_turns: dict[QuotaAssignment, tuple[AppWrapperKey, bool]] = {}
+        self.capacity_turn: AppWrapperKey | None = None
 
     def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:
         """The quota assignment for ``labels``, one object per label set in a cycle."""
@@ -263,10 +165,12 @@ class _Decider:
             found = self._assignments[key] = self.quota.resolve(labels)
         return found
 
-    def hold_admitted(self, admitted: Sequence[tuple[AppWrapperEntry, str]]) -> None:
+    def hold_admitted(self, admitted: Sequence[AppWrapperEntry]) -> None:
         """Charge what admitted AppWrappers hold (summed per quota assignment)."""
         sums: dict[int, tuple[QuotaAssignment, dict[str, int]]] = {}
-        for entry, cluster in admitted:
+        for entry in admitted:
+            if entry.draining_for is not None:
+                self.draining_for.setdefault(entry.draining_for, []).append(entry)
             if entry.demand is None:
                 continue
             assignment = self.assignment(entry.quota_labels)
@@ -276,22 +180,9 @@ class _Decider:
             summed = sums.setdefault(id(assignment), (assignment, {}))[1]
             for name, value in total.items():
                 summed[name] = summed.get(name, 0) + value
-            self.holders.append((entry, cluster, assignment))
+            self.admitted.append((entry, assignment))
         for assignment, summed in sums.values():
             self.quota.charge(assignment, ResourceList(summed))
-
-    def eviction_candidates(self) -> list[QuotaCharge]:
-        """The admitted AppWrappers as eviction candidates, lowest priority first."""
-        if self.charges is None:
-            self.charges = sorted(
-                (QuotaCharge(entry.key, entry.priority, assignment, entry.demand.total)
-                 for entry, _, assignment in self.holders if entry.demand is not None),
-                key=lambda c: (c.priority, c.key))
-            self.charge_priorities = [c.priority for c in self.charges]
-            self.admitted_on = {entry.key: (cluster, entry.demand.total)
-                                for entry, cluster, _ in self.holders
-                                if entry.demand is not None}
-        return self.charges
 
     def pend(self, entry: AppWrapperEntry, reason: PendingReason, message: str) -> None:
         self.pending.append(Pending(entry.key, reason, message))
@@ -328,12 +219,15 @@ class _Decider:
         if isinstance(candidates, str):
             self.pend(entry, PendingReason.NO_MATCHING_CLUSTER, candidates)
             return
+        if self.draining_for and entry.key in self.draining_for and \
+                self.wait_for_victims(entry, demand, assignment, candidates):
+            return
         total = demand.total
         # The assignment object is this cycle's one per label set: its id is its identity.
         quota_key = (id(assignment), tuple(total.items()))
         cached = self._quota_no.get(quota_key)
         if cached is not None:
-            if self.head_seen:
+            if self.line.seen:
                 self.pending.append(_pending((entry.key, cached[0], cached[1])))
             else:
                 self.blocked(entry, demand, assignment, candidates, cached, by_quota=True)
@@ -351,44 +245,47 @@ class _Decider:
     def charge(self, assignment: QuotaAssignment, amount: ResourceList) -> None:
         """Charge every working view of the quota forest."""
         self.quota.charge(assignment, amount)
-        if self.held_quota is not None:
-            self.held_quota.charge(assignment, amount)
+        if self.line.held_quota is not None:
+            self.line.held_quota.charge(assignment, amount)
         if self.after_evictions is not None:
             self.after_evictions.charge(assignment, amount)
+        if self.order is not None:
+            self.order.charged(assignment)
 
     def quota_fits(self, entry: AppWrapperEntry, demand: Demand,
                    assignment: QuotaAssignment, candidates: tuple[int, ...],
                    key: tuple[object, ...]) -> bool:
         """True when ``demand`` may be charged; else records why not (cached by ``key``)."""
         total = demand.total
-        held = self.held_quota
+        held = self.line.held_quota
         problem = (held or self.quota).fits(assignment, total)
         if problem is None:
             return True
         if held is not None:
             problem = self.quota.fits(assignment, total)
             if problem is None:
-                outcome = self.behind_head(True)
+                outcome = self.line.behind(True)
                 self._quota_no[key] = outcome
                 self.blocked(entry, demand, assignment, candidates, outcome, by_quota=True)
                 return False
         assert problem is not None
         message = problem.message
         cache = True
-        if self.preemption and problem.reason == PendingReason.QUOTA_EXCEEDED:
+        if self.preemption.any and problem.reason == PendingReason.QUOTA_EXCEEDED:
             turn = self.preempt_turns.get(assignment)
             if turn is None:
-                # This AppWrapper's outcome is its own: it is not cached for the others.
-                cache = False
-                refusal = self.preempt(entry, demand, assignment, candidates)
+                refusal = self.preempt_quota(entry, demand, assignment, candidates)
                 if refusal is None:
                     return False
+                # A preemption tried is this AppWrapper's own outcome, not the others'.
+                cache = not refusal
             elif turn[1]:
                 refusal = f"it waits for the evictions issued this cycle for {turn[0]}"
             else:
                 refusal = (f"preemption for its quota node was tried this cycle for "
                            f"{turn[0]}, first in line")
-            message = f"{message}; {refusal}"
+            if refusal:
+                message = f"{message}; {refusal}"
         never = self.unused_quota.fits(assignment, total) is not None
         if never:
             message += "; it asks for more than the quota allows even with nothing else running"
@@ -398,52 +295,92 @@ class _Decider:
         self.blocked(entry, demand, assignment, candidates, outcome, by_quota=True)
         return False
 
-    def preempt(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
-                candidates: tuple[int, ...]) -> str | None:
-        """Evict borrowers for ``entry``; None when done, else why it was not.
+    def eviction_candidates(self) -> list[QuotaCharge]:
+        """The admitted AppWrappers that may be evicted, lowest priority first."""
+        if self.charges is None:
+            self.charges = sorted(
+                (QuotaCharge(entry.key, entry.priority, assignment, entry.demand.total)
+                 for entry, assignment in self.admitted
+                 if entry.demand is not None and not entry.draining),
+                key=lambda c: (c.priority, c.key))
+            self.charge_priorities = [c.priority for c in self.charges]
+            self.admitted_on = {entry.key: (entry.phase.cluster, entry.demand.total)
+                                for entry, _ in self.admitted
+                                if entry.demand is not None and
+                                isinstance(entry.phase, Admitted)}
+        return self.charges
+
+    def preempt_quota(self, entry: AppWrapperEntry, demand: Demand,
+                      assignment: QuotaAssignment, candidates: tuple[int, ...]) -> str | None:
+        """Evict for ``entry``'s quota; None when done, else why it was not ("" when no
+        kind of preemption applies to it).
 
         Once per quota assignment and cycle (Kueue considers one head per queue): the
-        first AppWrapper quota blocks there takes the turn, the others decide on fresh
-        facts in the next cycle. That also bounds the eviction work of one cycle.
+        first AppWrapper quota blocks there to which preemption applies takes the turn,
+        the others decide on fresh facts in the next cycle. That also bounds the eviction
+        work of one cycle.
         """
+        view = self.after_evictions or self.quota
+        total = demand.total
+        reclaims = self.preemption.reclaim and view.within_own_quota(assignment, total)
+        if not reclaims and not self.preemption.priority:
+            return ""
         self.preempt_turns[assignment] = (entry.key, False)
         charges = self.eviction_candidates()
-        lower = charges[:bisect.bisect_left(self.charge_priorities, entry.priority)]
-        view = self.after_evictions or self.quota
-        victims = view.evictions_for(assignment, demand.total, lower,
-                                     priority=entry.priority) if lower else None
+        victims: list[str] | None = None
+        reclaiming = False
+        if reclaims:
+            victims = view.evictions_for(assignment, total, charges, priority=None)
+            reclaiming = bool(victims)
+        if not victims and self.preemption.priority:
+            lower = charges[:bisect.bisect_left(self.charge_priorities, entry.priority)]
+            if lower:
+                victims = view.evictions_for(assignment, total, lower, priority=entry.priority)
+                if not victims:  # within its own node: lower priority, borrowing or not
+                    same_node = [c for c in lower if c.assignment == assignment]
+                    victims = view.evictions_for(assignment, total, same_node,
+                                                 priority=entry.priority,
+                                                 borrowers_only=False) if same_node else None
         if not victims:
-            return "no lower-priority borrower can be evicted to make room"
-        placement = self.board.place(demand, self.open(candidates),
+            return ("no lower-priority AppWrapper can be evicted to make room"
+                    if self.preemption.priority else
+                    "no borrower of its quota can be evicted to make room")
+        placement = self.board.place(demand, self.line.open(candidates),
                                      policy=self.policy.placement, avoid=entry.avoid_cluster)
         if isinstance(placement, NoFit) and not self.fits_after_eviction(demand, candidates,
                                                                         victims):
-            return "evicting the borrowers would not make room for its pods"
+            return "evicting them would not make room for its pods"
+        # A placement that fits now stays charged to the board: its nodes are held.
         self.preempt_turns[assignment] = (entry.key, True)
+        self.evict(victims, entry, view,
+                   why=(f"evicted to return borrowed quota to {entry.key}" if reclaiming else
+                        f"evicted to make room for {entry.key} (priority {entry.priority})"))
+        self.charge(assignment, total)
+        what = "borrowing its quota" if reclaiming else "lower-priority"
+        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
+                  f"waiting for {len(victims)} AppWrapper{'s' if len(victims) > 1 else ''} "
+                  f"({what}) to be evicted: {', '.join(victims)}")
+        return None
+
+    def evict(self, victims: Sequence[str], entry: AppWrapperEntry, view: QuotaForest,
+              *, why: str) -> None:
+        charges = self.eviction_candidates()
         gone = set(victims)
         if self.after_evictions is None:
-            self.after_evictions = self.quota.copy()
+            self.after_evictions = view.copy()
         for charge in charges:
             if charge.key in gone:
                 self.after_evictions.release(charge.assignment, charge.amount)
         self.charges = [c for c in charges if c.key not in gone]
         self.charge_priorities = [c.priority for c in self.charges]
-        self.charge(assignment, demand.total)
+        self.evicted |= gone
         for victim in victims:
-            self.evictions.append(Eviction(
-                AppWrapperKey(victim), PREEMPTED,
-                f"evicted to return borrowed quota to {entry.key} (priority "
-                f"{entry.priority})", entry.key))
-        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
-                  f"waiting for {len(victims)} lower-priority AppWrapper"
-                  f"{'s' if len(victims) > 1 else ''} borrowing its quota to be evicted: "
-                  f"{', '.join(victims)}")
-        return None
+            self.evictions.append(Eviction(AppWrapperKey(victim), PREEMPTED, why, entry.key))
 
     def fits_after_eviction(self, demand: Demand, candidates: tuple[int, ...],
                             victims: Sequence[str]) -> bool:
         """True when some cluster's total free room plus the victims' there holds it."""
-        for i in self.open(candidates):
+        for i in self.line.open(candidates):
             name = self.board.clusters[i].name
             free = dict(self.board.pools[i].total)
             for victim in victims:
@@ -455,13 +392,51 @@ class _Decider:
                 return True
         return False
 
-    # -- capacity ------------------------------------------------------------------------
+    # -- waiting for victims -------------------------------------------------------------
 
-    def open(self, candidates: tuple[int, ...]) -> tuple[int, ...]:
-        closed = self.closed_cluster
-        if closed is None or closed not in candidates:
-            return candidates
-        return tuple(i for i in candidates if i != closed)
+    def wait_for_victims(self, entry: AppWrapperEntry, demand: Demand,
+                         assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
+        """``entry``'s victims are still going: hold its quota and room, and wait.
+
+        False when it can go already (its victims' share is free): it is then decided
+        as anyone else.
+        """
+        victims = self.draining_for[entry.key]
+        if self.quota.fits(assignment, demand.total) is None:
+            trial = self.board.place(demand, self.line.open(candidates),
+                                     policy=self.policy.placement, avoid=entry.avoid_cluster)
+            if isinstance(trial, Placement):
+                self.board.unplace(trial)
+                return False
+        self.charge(assignment, demand.total)
+        for i in candidates:
+            cluster = self.board.clusters[i]
+            on_it = [Holder(v.key, v.priority, cluster.name, v.demand.total if v.demand
+                            else ResourceList(), v.dispatched, cluster.held_by.get(v.key, ()))
+                     for v in victims if isinstance(v.phase, Admitted) and
+                     v.phase.cluster == cluster.name]
+            if on_it and self.hold(demand, i, on_it):
+                break
+        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
+                  f"waiting for {len(victims)} evicted AppWrapper"
+                  f"{'s' if len(victims) > 1 else ''} to go: "
+                  f"{', '.join(sorted(v.key for v in victims))}")
+        return True
+
+    def hold(self, demand: Demand, index: int, victims: Sequence[Holder]) -> bool:
+        """Charge ``demand``'s gang to cluster ``index`` as if ``victims`` were gone, so
+        nothing else takes the room it waits for (their pods still count until then)."""
+        pool = self.board.pools[index]
+        for victim in victims:
+            for node, requests in victim.pods_on:
+                pool.release(node, requests)
+        takes = fit_gang(pool, demand, explain=False)
+        for victim in victims:
+            for node, requests in victim.pods_on:
+                pool.release(node, requests, sign=-1)
+        return not isinstance(takes, str)
+
+    # -- capacity ------------------------------------------------------------------------
 
     def place(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
               candidates: tuple[int, ...]) -> Placement | None:
@@ -469,14 +444,15 @@ class _Decider:
                        for s in demand.pod_sets), candidates)
         cached = self._capacity_no.get(shape)
         if cached is not None:
-            self.blocked(entry, demand, assignment, candidates, cached, by_quota=False)
+            if not self.preempt_capacity(entry, demand, assignment, candidates):
+                self.blocked(entry, demand, assignment, candidates, cached, by_quota=False)
             return None
-        placement = self.board.place(demand, self.open(candidates),
+        placement = self.board.place(demand, self.line.open(candidates),
                                      policy=self.policy.placement, avoid=entry.avoid_cluster)
         if isinstance(placement, Placement):
             return placement
-        if self.fits_without_reservation(demand, candidates):
-            outcome = self.behind_head(False)
+        if self.line.would_fit_unreserved(demand, candidates):
+            outcome = self.line.behind(False)
         else:
             never = not self.board.fits_when_empty(demand, candidates)
             message = placement.message
@@ -484,76 +460,57 @@ class _Decider:
                 message += "; it does not fit even with nothing else running"
             outcome = (PendingReason.INSUFFICIENT_CAPACITY, message, not never)
         self._capacity_no[shape] = outcome
+        if outcome[0] == PendingReason.INSUFFICIENT_CAPACITY and outcome[2] and \
+                self.preempt_capacity(entry, demand, assignment, candidates):
+            return None
         self.blocked(entry, demand, assignment, candidates, outcome, by_quota=False)
         return None
 
-    def fits_without_reservation(self, demand: Demand, candidates: tuple[int, ...]) -> bool:
-        board = self.board
-        policy = self.policy.placement
-        if self.closed_cluster is not None and self.closed_cluster in candidates:
-            trial = board.place(demand, (self.closed_cluster,), policy=policy)
-            if isinstance(trial, Placement):
-                board.unplace(trial)
-                return True
-        if self.held_nodes is not None:
-            board.unplace(self.held_nodes)
-            trial = board.place(demand, candidates, policy=policy)
-            if isinstance(trial, Placement):
-                board.unplace(trial)
-            board.replace(self.held_nodes)
-            return isinstance(trial, Placement)
-        return False
+    def preempt_capacity(self, entry: AppWrapperEntry, demand: Demand,
+                         assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
+        """With priority preemption: evict lower-priority AppWrappers on one cluster so the
+        gang fits there; True when done (``entry`` is then pending, waiting for them)."""
+        if not self.preemption.priority or self.capacity_turn is not None:
+            return False
+        lower = [e for e, _ in self.admitted
+                 if e.priority < entry.priority and not e.draining and e.demand is not None
+                 and e.key not in self.evicted]
+        if not lower:
+            return False
+        self.capacity_turn = entry.key
+        best: tuple[tuple[int, int, int, str], int, list[Holder]] | None = None
+        for i in self.line.open(candidates):
+            cluster = self.board.clusters[i]
+            holders = [Holder(e.key, e.priority, cluster.name, e.demand.total, e.dispatched,
+                              cluster.held_by.get(e.key, ()))
+                       for e in lower if isinstance(e.phase, Admitted) and
+                       e.phase.cluster == cluster.name and e.demand is not None]
+            victims = capacity_victims(demand, self.board.pools[i], holders)
+            if victims is None:
+                continue
+            rank = (gpus(victims), len(victims), max(v.priority for v in victims), cluster.name)
+            if best is None or rank < best[0]:
+                best = (rank, i, victims)
+        if best is None:
+            return False
+        _, index, victims = best
+        keys = [v.key for v in victims]
+        self.evict(keys, entry, self.after_evictions or self.quota,
+                   why=f"evicted to make room for {entry.key} (priority {entry.priority}) on "
+                       f"cluster {self.board.clusters[index].name}")
+        self.charge(assignment, demand.total)
+        self.hold(demand, index, victims)
+        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
+                  f"waiting for {len(keys)} lower-priority AppWrapper"
+                  f"{'s' if len(keys) > 1 else ''} on cluster "
+                  f"{self.board.clusters[index].name} to be evicted: {', '.join(keys)}")
+        return True
 
     # -- head of line ----------------------------------------------------------------------
 
-    def behind_head(self, by_quota: bool) -> _Outcome:
-        head = self.head
-        assert head is not None
-        waited = int((self.now - (head.queued_since or head.created)).total_seconds())
-        what = "quota" if by_quota else "room"
-        return (PendingReason.WAITING_FOR_HEAD_OF_LINE,
-                f"it would fit, but the {what} is held for {head.key}, first in line and "
-                f"waiting for {waited}s", True)
-
     def blocked(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
-                candidates: tuple[int, ...], outcome: _Outcome, *, by_quota: bool) -> None:
+                candidates: tuple[int, ...], outcome: Outcome, *, by_quota: bool) -> None:
         """Record ``outcome``; the first AppWrapper that could run may become the head."""
-        reason, message, could_run = outcome
-        self.pend(entry, reason, message)
-        if self.head_seen or not could_run or reason not in (
-                PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY):
-            return
-        if by_quota and not self.board.fits_when_empty(demand, candidates):
-            return
-        self.head_seen = True
-        if not self.backfill.is_starving(now=self.now,
-                                         waiting_since=entry.queued_since or entry.created):
-            return
-        self.head = entry
-        held = self.quota.copy()
-        held.charge(assignment, demand.total)
-        self.held_quota = held
-        if by_quota:
-            placement = self.board.place(demand, candidates, policy=self.policy.placement,
-                                         avoid=entry.avoid_cluster)
-            if isinstance(placement, Placement):
-                self.held_nodes = placement
-                return
-        self.closed_cluster = self.cluster_to_drain(demand, candidates)
-
-    def cluster_to_drain(self, demand: Demand, candidates: tuple[int, ...]) -> int | None:
-        """The cluster held for a head that fits nowhere now: most free of its scarcest."""
-        board = self.board
-        runnable = [i for i in candidates if board.fits_when_empty(demand, (i,))]
-        if not runnable:
-            return None
-        order = resource_weight_order(demand.total)
-
-        def share(i: int) -> tuple[float, str]:
-            total = board.pools[i].total
-            allocatable = board.allocatable(i)
-            worst = min((total.get(r, 0) / allocatable[r] if allocatable[r] else 0.0
-                         for r in order), default=1.0)
-            return (-worst, board.clusters[i].name)
-
-        return min(runnable, key=share)
+        self.pend(entry, outcome[0], outcome[1])
+        self.line.consider(entry, demand, assignment, candidates, outcome, by_quota=by_quota,
+                           quota=self.quota)

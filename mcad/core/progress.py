@@ -92,9 +92,13 @@ class Completed:
 Progress = KeepRunning | Completed | Requeue | Fail
 
 
+DEADLINE_EXCEEDED = "DispatchDeadlineExceeded"
+
+
 def progress(*, now: datetime, policy: RequeuePolicy, dispatched_at: datetime,
              requeue_count: int, min_available: int, expected_pods: int, pods: PodCounts,
-             items: Sequence[ItemState], unready_since: datetime | None = None) -> Progress:
+             items: Sequence[ItemState], unready_since: datetime | None = None,
+             run_limit_seconds: int | None = None) -> Progress:
     """Decide what a dispatched AppWrapper's pods and objects mean now.
 
     Completion: every item with completion types (its ``completionstatus``, or its kind's
@@ -107,6 +111,12 @@ def progress(*, now: datetime, policy: RequeuePolicy, dispatched_at: datetime,
     requeuing time again from that moment, so one pod restarting in a long run is not
     a reason to take the whole gang back; a gang that never came up is measured from
     dispatch.
+
+    ``run_limit_seconds`` (``dispatchDuration.limit``, when above 0) caps each run: once
+    that long has passed since dispatch without completion, it fails with reason
+    ``DispatchDeadlineExceeded``, like a Job's activeDeadlineSeconds. (MCAD wrote Failed
+    and then, by accident of its cleanup, queued it again, to run past its limit once
+    more; a limit that ends in a loop is not a limit.)
     """
     tracked = [i for i in items if i.completion_types]
     if tracked and all(i.complete for i in tracked):
@@ -114,6 +124,12 @@ def progress(*, now: datetime, policy: RequeuePolicy, dispatched_at: datetime,
     if not tracked and pods.succeeded and pods.active == 0 \
             and pods.succeeded >= max(expected_pods, 1):
         return Completed(hold=False)
+    deadline = dispatched_at + timedelta(seconds=run_limit_seconds) \
+        if run_limit_seconds else None
+    if deadline is not None and now >= deadline:
+        return Fail(DEADLINE_EXCEEDED,
+                    f"ran {run_limit_seconds}s without completing: its "
+                    f"dispatchDuration.limit is {run_limit_seconds}s")
     failed_items = [i for i in items if i.failed]
     if failed_items:
         return _requeue_or_fail(policy, requeue_count, now, "WrappedObjectFailed",
@@ -125,9 +141,10 @@ def progress(*, now: datetime, policy: RequeuePolicy, dispatched_at: datetime,
                                   min_available=min_available,
                                   since_ready=unready_since is not None)
     if isinstance(decision, Ready):
-        return KeepRunning(None, ready=True)
+        return KeepRunning(deadline, ready=True)
     if isinstance(decision, Wait):
-        return KeepRunning(decision.until, ready=False)
+        return KeepRunning(decision.until if deadline is None else min(decision.until, deadline),
+                           ready=False)
     return decision
 
 

@@ -1,7 +1,9 @@
-"""Who goes first, and when the small ones may overtake the big one.
+"""When the small ones may overtake the big one.
 
-Queue order: higher ``priority`` first, then older ``created`` first, then ``uid``
-(a total order, so the same AppWrappers always queue the same way).
+Queue order (who is considered first) is ``mcad.core.fairness``: within a quota node,
+higher priority first, then longer in the queue, then ``uid`` (a total order, so the
+same AppWrappers always queue the same way); between nodes, within-quota first, then
+the smallest share.
 
 Backfill with a starvation guard, the exact rule the dispatch cycle applies:
 
@@ -36,50 +38,10 @@ head's delay by the threshold plus the time running work needs to drain.
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeVar
 
 DEFAULT_STARVATION_SECONDS = 300.0
-
-
-class Queueable(Protocol):
-    """What queue order reads from an AppWrapper."""
-
-    @property
-    def priority(self) -> int: ...
-    @property
-    def created(self) -> datetime: ...
-    @property
-    def uid(self) -> str: ...
-
-
-Q = TypeVar("Q", bound=Queueable)
-
-
-def queue_key(item: Queueable) -> tuple[int, datetime, str]:
-    """The sort key of queue order: ``(-priority, created, uid)``."""
-    return (-item.priority, item.created, item.uid)
-
-
-def in_queue_order(items: Iterable[Q]) -> list[Q]:
-    """``items`` in queue order.
-
-    Three stable sorts on simple keys instead of one sort on tuples: comparing
-    tuples that hold datetimes is several times slower, and the cycle sorts
-    thousands of AppWrappers every time it runs.
-    """
-    ordered = sorted(items, key=_UID)
-    ordered.sort(key=_CREATED)
-    ordered.sort(key=_PRIORITY, reverse=True)
-    return ordered
-
-
-_UID = operator.attrgetter("uid")
-_CREATED = operator.attrgetter("created")
-_PRIORITY = operator.attrgetter("priority")
 
 
 @dataclass(frozen=True, slots=True)

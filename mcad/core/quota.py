@@ -157,7 +157,7 @@ class _Structure:
 class QuotaForest:
     """Quota trees with their current usage; ``copy()`` to simulate decisions."""
 
-    __slots__ = ("_refusals", "_structure", "_usage")
+    __slots__ = ("_refusals", "_structure", "_usage", "version")
 
     def __init__(self, structure: _Structure, usage: list[dict[str, int]]) -> None:
         self._structure = structure
@@ -165,6 +165,8 @@ class QuotaForest:
         # Messages of refused fits since the last charge or release: a cycle asks the
         # same question for many pending AppWrappers of one shape.
         self._refusals: dict[tuple[QuotaAssignment, ResourceList], QuotaProblem] = {}
+        self.version = 0
+        """Grows with every charge and release (for callers that cache what usage says)."""
 
     @classmethod
     def build(cls, nodes: Iterable[QuotaNodeSpec]) -> tuple[QuotaForest, list[str]]:
@@ -228,6 +230,7 @@ class QuotaForest:
         if plan.problem is not None:
             raise KeyError(plan.problem.message)
         self._refusals.clear()
+        self.version += 1
         usage = self._usage
         items = amount.items()
         for node_id in plan.ids:
@@ -243,6 +246,50 @@ class QuotaForest:
         """An independent forest with the same shape and usage (shape is shared)."""
         return QuotaForest(self._structure, [dict(u) for u in self._usage])
 
+    def within_own_quota(self, assignment: QuotaAssignment, amount: ResourceList) -> bool:
+        """True when ``amount`` fits in the quota of the node(s) it is charged to, counting
+        their usage: charging it would borrow nothing. Resources a node does not name do
+        not count (it owns none of them, so using them is nobody's loan in particular)."""
+        plan = self._structure.plan(assignment)
+        if plan.problem is not None:
+            return False
+        nodes = self._structure.nodes
+        for path in plan.paths.values():
+            leaf = path[0]
+            quota = nodes[leaf].quota
+            used = self._usage[leaf]
+            for resource, value in amount.items():
+                if resource in quota and used.get(resource, 0) + value > quota[resource]:
+                    return False
+        return True
+
+    def charged_nodes(self, assignment: QuotaAssignment) -> frozenset[tuple[str, str]]:
+        """Every ``(tree, node)`` whose usage charging ``assignment`` changes: its nodes
+        and all their ancestors."""
+        plan = self._structure.plan(assignment)
+        nodes = self._structure.nodes
+        return frozenset((nodes[i].tree, nodes[i].name)
+                         for path in plan.paths.values() for i in path)
+
+    def share(self, assignment: QuotaAssignment) -> float:
+        """The dominant share of the node(s) charged: the largest usage/quota over the
+        resources a node names (inf when it uses a resource it declares 0 of)."""
+        plan = self._structure.plan(assignment)
+        if plan.problem is not None:
+            return float("inf")
+        nodes = self._structure.nodes
+        worst = 0.0
+        for path in plan.paths.values():
+            leaf = path[0]
+            used = self._usage[leaf]
+            for resource, quota in nodes[leaf].quota.items():
+                amount = used.get(resource, 0)
+                if quota > 0:
+                    worst = max(worst, amount / quota)
+                elif amount > 0:
+                    return float("inf")
+        return worst
+
     def usage(self, tree: str, node: str) -> ResourceList:
         """What the node's subtree is charged with now."""
         return ResourceList(self._usage[self._node_id(tree, node)])
@@ -253,12 +300,15 @@ class QuotaForest:
 
     def evictions_for(self, assignment: QuotaAssignment, amount: ResourceList,
                       candidates: Sequence[QuotaCharge], *,
-                      priority: int) -> list[str] | None:
-        """Keys of a minimal set of lower-priority borrowers whose release makes room.
+                      priority: int | None, borrowers_only: bool = True) -> list[str] | None:
+        """Keys of a minimal set of candidates whose release makes room.
 
-        Candidates are taken lowest priority first, ties by key, and only while they
-        help: each must be, at that point, a borrower under a node that still blocks
-        the preemptor. Once ``amount`` fits, every chosen one that can be given back
+        Only candidates of lower priority than ``priority`` (None: any priority, as a
+        node reclaiming what it lent). Candidates are taken lowest priority first, ties
+        by key, and only while they help: each must be, at that point, charged under a
+        node that still blocks the preemptor, for a resource that blocks it, and (with
+        ``borrowers_only``) borrowing there: under that node, on a node using more than
+        its own quota. Once ``amount`` fits, every chosen one that can be given back
         without breaking the fit is given back (so no single key can be dropped), and
         the result is checked on a fresh copy. Empty when it already fits; None when
         even all eligible evictions are not enough.
@@ -270,11 +320,11 @@ class QuotaForest:
             return []
         simulated = self.copy()
         chosen: list[QuotaCharge] = []
-        ordered = sorted((c for c in candidates if c.priority < priority),
+        ordered = sorted((c for c in candidates if priority is None or c.priority < priority),
                          key=lambda c: (c.priority, c.key))
         fitted = False
         for candidate in ordered:
-            if not simulated._helps(plan, amount, candidate):
+            if not simulated._helps(plan, amount, candidate, borrowers_only=borrowers_only):
                 continue
             simulated.release(candidate.assignment, candidate.amount)
             chosen.append(candidate)
@@ -333,8 +383,10 @@ class QuotaForest:
                     )
         raise AssertionError("_exceeded called for an amount that fits")
 
-    def _helps(self, plan: _Plan, amount: ResourceList, candidate: QuotaCharge) -> bool:
-        """True when evicting ``candidate`` frees a blocked resource it borrows."""
+    def _helps(self, plan: _Plan, amount: ResourceList, candidate: QuotaCharge, *,
+               borrowers_only: bool = True) -> bool:
+        """True when evicting ``candidate`` frees a blocked resource under a blocking node
+        (and, with ``borrowers_only``, one it borrows there)."""
         theirs = self._structure.plan(candidate.assignment)
         if theirs.problem is not None:
             return False
@@ -345,6 +397,8 @@ class QuotaForest:
             path = theirs.paths.get(nodes[blocking].tree, ())
             if blocking not in path:
                 continue
+            if not borrowers_only:
+                return True
             for node_id in path[:path.index(blocking)]:
                 quota = nodes[node_id].quota
                 if resource in quota and self._usage[node_id].get(resource, 0) > quota[resource]:

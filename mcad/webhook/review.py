@@ -48,6 +48,8 @@ class ReviewPlan:
     user: Mapping[str, Any]
     problems: list[str] = field(default_factory=list)
     checks: list[AccessCheck] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Shown by kubectl as ``Warning: ...`` (fields accepted and not acted on)."""
 
 
 def plan_review(review: Mapping[str, Any], *, config: RunConfig) -> ReviewPlan:
@@ -65,6 +67,7 @@ def plan_review(review: Mapping[str, Any], *, config: RunConfig) -> ReviewPlan:
             return plan
     checked = check_appwrapper(new, config=config, namespace=plan.namespace)
     plan.problems = checked.problems
+    plan.warnings = checked.notes
     if not plan.problems:
         plan.checks = [AccessCheck(w.api_version, w.kind, w.name, w.describe)
                        for w in checked.objects]
@@ -94,9 +97,11 @@ def denial(check: AccessCheck, plural: str, plan: ReviewPlan) -> str:
             "and an AppWrapper may only wrap what its author could create")
 
 
-def response(uid: str, *, allowed: bool, message: str = "", code: int = 200
-             ) -> dict[str, Any]:
+def response(uid: str, *, allowed: bool, message: str = "", code: int = 200,
+             warnings: Sequence[str] = ()) -> dict[str, Any]:
     answer: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if warnings:
+        answer["warnings"] = list(warnings)
     if not allowed:
         answer["status"] = {"code": code, "message": message,
                             "reason": "Forbidden" if code == 403 else "Invalid"}
@@ -111,7 +116,7 @@ def decide(plan: ReviewPlan, denials: Sequence[str]) -> dict[str, Any]:
                         message="the AppWrapper is not valid: " + "; ".join(plan.problems) + ".")
     if denials:
         return response(plan.uid, allowed=False, code=403, message="; ".join(denials) + ".")
-    return response(plan.uid, allowed=True)
+    return response(plan.uid, allowed=True, warnings=plan.warnings)
 
 
 def plural_of(kind: str) -> str:

@@ -86,6 +86,7 @@ class ClusterBuilder:
         self._ready = True
         self._schedulable = True
         self._reservations: list[Reservation] = []
+        self._held: dict[AppWrapperKey, list[tuple[NodeName, ResourceList]]] = {}
 
     def nodes(self, count: int, **shape: int | str) -> ClusterBuilder:
         """Add ``count`` identical nodes with this allocatable shape."""
@@ -149,9 +150,18 @@ class ClusterBuilder:
         self._reservations.append(Reservation(AppWrapperKey(key), tuple(pod_sets)))
         return self
 
+    def held(self, key: str, index: int, **shape: int | str) -> ClusterBuilder:
+        """Dispatched AppWrapper ``key`` has bound pods requesting ``shape`` on node
+        ``index`` (what evicting it gives back; add the same with ``used``)."""
+        node = self._nodes[index].obj().name
+        self._held.setdefault(AppWrapperKey(key), []).append(
+            (node, ResourceList.of(**shape)))
+        return self
+
     def obj(self) -> ClusterCapacity:
         return ClusterCapacity(name=ClusterName(self.name),
                                nodes=tuple(n.obj() for n in self._nodes),
                                labels=dict(self._labels), ready=self._ready,
                                schedulable=self._schedulable,
-                               reservations=tuple(self._reservations))
+                               reservations=tuple(self._reservations),
+                               held_by={k: tuple(v) for k, v in self._held.items()})

@@ -28,6 +28,7 @@ from mcad.core.cycle import (
 )
 from mcad.core.demand import Demand, PodSet, appwrapper_demand
 from mcad.core.placement import ClusterSelector, PlacementPolicy
+from mcad.core.preemption import PreemptionPolicy
 from mcad.core.quota import QuotaForest
 from mcad.core.resources import EMPTY
 from tests.builders.appwrappers import make_appwrapper
@@ -77,6 +78,10 @@ class EntryBuilder:
         self._avoid: str | None = None
         self._not_before: datetime | None = None
         self._queued_since: datetime | None = None
+        self._slope = 0.0
+        self._dispatched: datetime | None = None
+        self._draining_for: str | None = None
+        self._draining = False
 
     def priority(self, priority: int) -> EntryBuilder:
         self._priority = priority
@@ -137,6 +142,21 @@ class EntryBuilder:
         self._queued_since = when
         return self
 
+    def slope(self, per_second: float) -> EntryBuilder:
+        """MCAD's ``priorityslope``."""
+        self._slope = per_second
+        return self
+
+    def dispatched(self, when: datetime) -> EntryBuilder:
+        self._dispatched = when
+        return self
+
+    def draining(self, for_key: str | None = None) -> EntryBuilder:
+        """Being taken back (evicted for ``for_key``, or requeued)."""
+        self._draining = True
+        self._draining_for = for_key
+        return self
+
     def obj(self) -> AppWrapperEntry:
         demand = self._demand
         if demand is None and self._demand_error is None:
@@ -147,7 +167,10 @@ class EntryBuilder:
             demand_error=self._demand_error, quota_labels=dict(self._labels),
             clusters=self._clusters, cluster_selector=self._selector, phase=self._phase,
             avoid_cluster=self._avoid, not_before=self._not_before,
-            queued_since=self._queued_since)
+            queued_since=self._queued_since, priority_slope=self._slope,
+            dispatched=self._dispatched, draining=self._draining,
+            draining_for=(AppWrapperKey(self._draining_for) if self._draining_for
+                          else None))
 
 
 class SnapshotBuilder:
@@ -171,9 +194,16 @@ class SnapshotBuilder:
         self._quota = forest
         return self
 
-    def policy(self, *, placement: str = "best-fit", preemption: bool = False,
-               starvation_seconds: float = 300.0) -> SnapshotBuilder:
-        self._policy = CyclePolicy(PlacementPolicy(placement), preemption, starvation_seconds)
+    def policy(self, *, placement: str = "best-fit", preemption: bool | None = None,
+               priority: bool = False, reclaim: bool = False,
+               starvation_seconds: float = 300.0, fair_sharing: bool = True
+               ) -> SnapshotBuilder:
+        """``preemption=True`` turns on both kinds (the configuration's old boolean)."""
+        if preemption is not None:
+            priority = reclaim = preemption
+        self._policy = CyclePolicy(PlacementPolicy(placement),
+                                   PreemptionPolicy(priority=priority, reclaim=reclaim),
+                                   starvation_seconds, fair_sharing)
         return self
 
     def obj(self) -> Snapshot:

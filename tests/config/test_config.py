@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from mcad.config import ConfigError, RequeuingDefaults, RunConfig, load_run_config
 from mcad.core.cycle import CyclePolicy
 from mcad.core.placement import PlacementPolicy
+from mcad.core.preemption import PreemptionPolicy
 from mcad.core.requeue import GrowthType, RequeuePolicy
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "base" / "mcad-config.yaml"
@@ -40,8 +41,8 @@ def problem(tmp_path: Path, text: str) -> str:
 def test_no_file_means_the_documented_defaults() -> None:
     config = load_run_config(None)
     assert config == RunConfig()
-    assert (config.namespace, config.placement, config.preemption) == \
-        ("mcad-system", "best-fit", False)
+    assert (config.namespace, config.placement) == ("mcad-system", "best-fit")
+    assert config.cycle_policy().preemption == PreemptionPolicy(priority=False, reclaim=True)
     assert (config.starvation_seconds, config.deletion_retry_seconds) == (300, 5)
     assert config.allowed_kinds == ["*"]
     assert config.default_requeuing.policy() == RequeuePolicy()
@@ -63,8 +64,9 @@ allowedKinds: [batch/Job, Pod]
 deletionRetrySeconds: 1
 """))
     assert config.namespace == "batch-system"
-    assert config.cycle_policy() == CyclePolicy(placement=PlacementPolicy.SPREAD,
-                                                preemption=True, starvation_seconds=12.5)
+    assert config.cycle_policy() == CyclePolicy(
+        placement=PlacementPolicy.SPREAD,
+        preemption=PreemptionPolicy(priority=True, reclaim=True), starvation_seconds=12.5)
     assert config.default_requeuing.policy() == RequeuePolicy(
         time_in_seconds=60, growth_type=GrowthType.LINEAR, max_num_requeuings=3)
     assert config.allowed_kinds == ["batch/Job", "Pod"]
@@ -151,7 +153,9 @@ def test_a_star_allows_every_kind() -> None:
      "timeInSeconds,"),
     ("defaultRequeuing: 300", "defaultRequeuing should be a mapping of settings, not 300"),
     ("starvationSeconds: '300'", "starvationSeconds should be a valid number, not '300'"),
-    ("preemption: 'yes'", "preemption should be a valid boolean, not 'yes'"),
+    ("preemption: 'yes'", "preemption is 'yes'; use true, false, or {priority: true|false, "
+                          "reclaim: true|false}"),
+    ("preemption: {priority: 1}", "preemption.priority should be a valid boolean, not 1"),
     ("deletionRetrySeconds: 0", "deletionRetrySeconds should be greater than 0, not 0"),
     ("namespace: MCAD", "namespace is 'MCAD'; a namespace name has lower-case letters"),
     ("allowedKinds: '*'", "allowedKinds should be a valid list, not '*'"),
@@ -210,3 +214,13 @@ def test_quota_is_read_from_the_configured_namespaces_and_the_controllers() -> N
     config = RunConfig(namespace="mcad", quota_namespaces=["kube-system", "quota"])
     assert [config.reads_quota_from(ns) for ns in ("kube-system", "quota", "mcad", "team-a")] \
         == [True, True, True, False]
+
+
+@pytest.mark.parametrize(("text", "priority", "reclaim"), [
+    ("preemption: true", True, True), ("preemption: false", False, False),
+    ("preemption: {priority: true}", True, True), ("preemption: {reclaim: false}", False, False),
+])
+def test_preemption_takes_the_old_boolean_or_its_two_kinds(
+        tmp_path: Path, text: str, priority: bool, reclaim: bool) -> None:
+    policy = load_run_config(write(tmp_path, text)).cycle_policy().preemption
+    assert (policy.priority, policy.reclaim) == (priority, reclaim)

@@ -269,37 +269,44 @@ CASES = [
     ),
     # -- preemption ----------------------------------------------------------------------
     CycleCase(
-        id="preemption evicts the lowest-priority borrower the owner needs",
-        snapshot=lambda: _borrowed().policy(preemption=True).obj(),
+        id="reclaim: the owner takes back what a borrower holds, lowest priority first",
+        snapshot=lambda: _borrowed().obj(),  # reclaim is on by default
         want_pending={"default/owner": "WaitingForPreemption"},
         want_evictions={"default/borrower-a": "default/owner"},
-        want_messages={"default/owner": "waiting for 1 lower-priority AppWrapper borrowing "
-                                        "its quota to be evicted: default/borrower-a"},
+        want_messages={"default/owner": "waiting for 1 AppWrapper (borrowing its quota) to "
+                                        "be evicted: default/borrower-a"},
+    ),
+    CycleCase(
+        id="reclaim evicts borrowers of any priority, even higher than the owner's",
+        snapshot=lambda: _borrowed(owner_priority=0).policy(reclaim=True).obj(),
+        want_pending={"default/owner": "WaitingForPreemption"},
+        want_evictions={"default/borrower-a": "default/owner"},
     ),
     CycleCase(
         id="without preemption the owner waits with QuotaExceeded",
-        snapshot=lambda: _borrowed().obj(),
-        want_pending={"default/owner": "QuotaExceeded"},
-    ),
-    CycleCase(
-        id="preemption never evicts higher priority",
-        snapshot=lambda: _borrowed(owner_priority=0).policy(preemption=True).obj(),
+        snapshot=lambda: _borrowed().policy(preemption=False).obj(),
         want_pending={"default/owner": "QuotaExceeded"},
         want_messages={"default/owner": "quota tree quota_context node root: needs 8 "
-                                        "nvidia.com/gpu, 0 free; no lower-priority borrower "
-                                        "can be evicted to make room"},
+                                        "nvidia.com/gpu, 0 free"},
     ),
     CycleCase(
-        id="a lender within its own quota is not a borrower: nobody to evict",
-        snapshot=lambda: make_snapshot(now=at(100)).clusters(
-            make_cluster("spoke-1").nodes(2, gpu=8).used(0, gpu=8).used(1, gpu=8)
-        ).quota(gold_silver()).policy(preemption=True).add(
-            make_entry("silver-a").job(gpu=8).priority(1).labels(quota_context="silver")
-            .admitted("spoke-1"),
-            make_entry("gold-a").job(gpu=8).priority(1).labels(quota_context="gold")
-            .admitted("spoke-1"),
-            make_entry("gold-b").job(gpu=8).priority(10).labels(quota_context="gold")).obj(),
+        id="priority preemption alone never evicts higher priority",
+        snapshot=lambda: _borrowed(owner_priority=0).policy(priority=True).obj(),
+        want_pending={"default/owner": "QuotaExceeded"},
+        want_messages={"default/owner": "quota tree quota_context node root: needs 8 "
+                                        "nvidia.com/gpu, 0 free; no lower-priority "
+                                        "AppWrapper can be evicted to make room"},
+    ),
+    CycleCase(
+        id="a lender within its own quota is not a borrower: nobody to reclaim from",
+        snapshot=lambda: _lent_within_quota().policy(reclaim=True).obj(),
         want_pending={"default/gold-b": "QuotaExceeded"},
+    ),
+    CycleCase(
+        id="priority: within its own quota node, a lower-priority sibling is evicted",
+        snapshot=lambda: _lent_within_quota().policy(priority=True).obj(),
+        want_pending={"default/gold-b": "WaitingForPreemption"},
+        want_evictions={"default/gold-a": "default/gold-b"},
     ),
     CycleCase(
         id="evicting borrowers that would not make room for the pods is pointless",
@@ -315,8 +322,8 @@ CASES = [
             .clusters("spoke-2")).obj(),
         want_pending={"default/owner": "QuotaExceeded"},
         want_messages={"default/owner": "quota tree quota_context node root: needs 8 "
-                                        "nvidia.com/gpu, 0 free; evicting the borrowers would "
-                                        "not make room for its pods"},
+                                        "nvidia.com/gpu, 0 free; evicting them would not make "
+                                        "room for its pods"},
     ),
     CycleCase(
         id="one preemptor per quota node per cycle: the next decides on fresh facts",
@@ -351,6 +358,18 @@ CASES = [
                         "default/borrower-b": "default/owner-2"},
     ),
 ]
+
+
+def _lent_within_quota() -> SnapshotBuilder:
+    """Gold and silver each use their own 8 of root's 16; gold-b (priority 10) waits."""
+    return make_snapshot(now=at(100)).clusters(
+        make_cluster("spoke-1").nodes(2, gpu=8).used(0, gpu=8).used(1, gpu=8)
+    ).quota(gold_silver()).add(
+        make_entry("silver-a").job(gpu=8).priority(1).labels(quota_context="silver")
+        .admitted("spoke-1"),
+        make_entry("gold-a").job(gpu=8).priority(1).labels(quota_context="gold")
+        .admitted("spoke-1"),
+        make_entry("gold-b").job(gpu=8).priority(10).labels(quota_context="gold"))
 
 
 def _borrowed(owner_priority: int = 10) -> SnapshotBuilder:

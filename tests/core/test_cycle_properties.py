@@ -31,6 +31,7 @@ from mcad.core.cycle import (
 )
 from mcad.core.demand import Taint, Toleration
 from mcad.core.placement import PlacementPolicy
+from mcad.core.preemption import PreemptionPolicy
 from mcad.core.quota import QuotaAssignment, QuotaForest, QuotaNodeSpec
 from mcad.core.resources import EMPTY, ResourceList
 from tests.builders.clusters import pod_set
@@ -102,8 +103,11 @@ def snapshots(draw: st.DrawFn) -> tuple[Snapshot, list[QuotaNodeSpec]]:
     specs = draw(quota_specs())
     forest, problems = QuotaForest.build(specs)
     assert not problems
-    policy = CyclePolicy(draw(st.sampled_from(list(PlacementPolicy))), draw(st.booleans()),
-                         draw(st.sampled_from([0.0, 300.0, 10_000.0])))
+    policy = CyclePolicy(draw(st.sampled_from(list(PlacementPolicy))),
+                         PreemptionPolicy(priority=draw(st.booleans()),
+                                          reclaim=draw(st.booleans())),
+                         draw(st.sampled_from([0.0, 300.0, 10_000.0])),
+                         fair_sharing=draw(st.booleans()))
     return Snapshot(now=at(900), appwrappers=draw(appwrappers()), clusters=draw(clusters()),
                     quota=forest, policy=policy), specs
 
@@ -189,9 +193,21 @@ def test_every_queued_appwrapper_gets_exactly_one_outcome(
     admitted = {a.key: a.priority for a in snapshot.appwrappers
                 if isinstance(a.phase, Admitted)}
     by_key = {a.key: a for a in snapshot.appwrappers}
+    preemption = snapshot.policy.preemption
     for eviction in result.evictions:
         assert eviction.key in admitted
-        assert admitted[eviction.key] < by_key[eviction.for_key].priority
+        preemptor = by_key[eviction.for_key]
+        if "borrowed quota" in eviction.message:  # reclaim: any priority
+            assert preemption.reclaim
+        else:
+            assert preemption.priority
+            assert admitted[eviction.key] < preemptor.priority
+        # No cascade: nobody in its requeue pause evicts anybody.
+        assert preemptor.not_before is None or preemptor.not_before <= snapshot.now
+    victims = [e.key for e in result.evictions]
+    assert len(victims) == len(set(victims)), "nobody is evicted twice"
+    draining = {a.key for a in snapshot.appwrappers if a.draining}
+    assert not draining & set(victims), "an AppWrapper already draining is never a victim"
 
 
 # -- traces ------------------------------------------------------------------------------

@@ -121,3 +121,32 @@ def test_a_job_between_waves_is_not_complete_until_it_says_so() -> None:
         KeepRunning(None, ready=True)
     done = ItemState(("Complete",), {"Complete": "True"})
     assert decide(pods=PodCounts(succeeded=4, failed=1), items=(done,)) == Completed(hold=False)
+
+
+# -- dispatchDuration.limit caps a run ---------------------------------------------------------
+
+def test_a_run_past_its_limit_fails_even_when_its_gang_is_ready() -> None:
+    ready = PodCounts(running=2, ready=2)
+    before = progress(now=T0 + timedelta(seconds=29), policy=POLICY, dispatched_at=T0,
+                      requeue_count=0, min_available=2, expected_pods=2, pods=ready, items=[],
+                      run_limit_seconds=30)
+    assert before == KeepRunning(T0 + timedelta(seconds=30), ready=True)
+    after = progress(now=T0 + timedelta(seconds=30), policy=POLICY, dispatched_at=T0,
+                     requeue_count=0, min_available=2, expected_pods=2, pods=ready, items=[],
+                     run_limit_seconds=30)
+    assert after == Fail("DispatchDeadlineExceeded",
+                         "ran 30s without completing: its dispatchDuration.limit is 30s")
+
+
+def test_a_limit_shorter_than_the_readiness_wait_is_looked_at_first() -> None:
+    got = progress(now=T0 + timedelta(seconds=5), policy=POLICY, dispatched_at=T0,
+                   requeue_count=0, min_available=2, expected_pods=2,
+                   pods=PodCounts(pending=2), items=[], run_limit_seconds=20)
+    assert got == KeepRunning(T0 + timedelta(seconds=20), ready=False)
+
+
+def test_a_completed_run_is_not_failed_by_its_limit() -> None:
+    got = progress(now=T0 + timedelta(seconds=500), policy=POLICY, dispatched_at=T0,
+                   requeue_count=0, min_available=2, expected_pods=2,
+                   pods=PodCounts(succeeded=2), items=[], run_limit_seconds=20)
+    assert got == Completed(hold=False)

@@ -9,7 +9,8 @@ from datetime import datetime
 
 import pytest
 
-from mcad.core.queue import BackfillPolicy, in_queue_order, queue_key
+from mcad.core.fairness import in_order, order_key
+from mcad.core.queue import BackfillPolicy
 from tests.builders.snapshots import at
 
 
@@ -19,6 +20,8 @@ class Item:
     priority: int
     created: datetime
     uid: str
+    priority_slope: float = 0.0
+    queued_since: datetime | None = None
 
 
 @dataclass
@@ -46,8 +49,8 @@ ORDER = [
 
 @pytest.mark.parametrize("case", ORDER, ids=lambda c: c.id)
 def test_queue_order(case: OrderCase) -> None:
-    assert [i.name for i in in_queue_order(case.items)] == case.want
-    assert [i.name for i in sorted(case.items, key=queue_key)] == case.want
+    assert [i.name for i in in_order(case.items, at(0))] == case.want
+    assert [i.name for i in sorted(case.items, key=lambda i: order_key(i, at(0)))] == case.want
 
 
 @pytest.mark.parametrize(("waited", "threshold", "want_starving"), [

@@ -83,6 +83,22 @@ def test_an_invalid_spec_is_refused_with_a_sentence_naming_the_field(
     assert plan.checks == []
 
 
+def test_fields_mcad_never_acted_on_are_admitted_with_a_warning_each() -> None:
+    obj = appwrapper(JOB)
+    obj["spec"]["schedulingSpec"] = {"dispatchDuration": {"expected": 60, "overrun": False},
+                                     "dispatchingWindow": {"start": "x"}}
+    plan = plan_review(admission(obj), config=RunConfig())
+    answer = decide(plan, [])["response"]
+    assert answer["allowed"] is True
+    assert answer["warnings"] == [
+        "spec.schedulingSpec.dispatchingWindow: accepted for MCAD compatibility and not "
+        "acted on (not implemented, by MCAD either)",
+        "spec.schedulingSpec.dispatchDuration.overrun: accepted for MCAD compatibility and "
+        "not acted on (MCAD's internal flag; limit is enforced)"]
+    assert "warnings" not in decide(plan_review(admission(appwrapper(JOB)),
+                                                config=RunConfig()), [])["response"]
+
+
 def test_an_update_that_leaves_the_spec_alone_is_not_checked() -> None:
     obj = appwrapper(ROLE_BINDING)  # not even valid: it was admitted before the webhook
     old = copy.deepcopy(obj)

@@ -1,0 +1,114 @@
+"""The head of the line: when the small ones stop overtaking the big one.
+
+The rule is stated in ``mcad.core.queue`` (backfill with a starvation guard). This module
+is its state for one cycle: who the head is, and what is reserved for it (its quota
+charged in ``held_quota``; its nodes held when it fits now, or one cluster closed to
+everyone behind it when it fits nowhere yet), and the questions the cycle asks: may
+this AppWrapper still use a cluster, and would it have fitted but for the reservation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from mcad.core.demand import Demand
+from mcad.core.placement import ClusterBoard, Placement, PlacementPolicy, resource_weight_order
+from mcad.core.queue import BackfillPolicy
+from mcad.core.quota import QuotaAssignment, QuotaForest
+from mcad.core.snapshot import AppWrapperEntry, PendingReason
+
+Outcome = tuple[PendingReason, str, bool]
+"""A cached failure: reason, message, and whether the AppWrapper could ever run."""
+
+
+class HeadOfLine:
+    def __init__(self, *, board: ClusterBoard, backfill: BackfillPolicy, now: datetime,
+                 placement: PlacementPolicy) -> None:
+        self.board = board
+        self.backfill = backfill
+        self.now = now
+        self.placement = placement
+        self.seen = False
+        """True once the head of line is known (whether or not it holds a reservation)."""
+        self.head: AppWrapperEntry | None = None
+        self.held_quota: QuotaForest | None = None
+        self.held_nodes: Placement | None = None
+        self.closed_cluster: int | None = None
+
+    def open(self, candidates: tuple[int, ...]) -> tuple[int, ...]:
+        """The candidates, less the cluster closed to everyone behind the head."""
+        closed = self.closed_cluster
+        if closed is None or closed not in candidates:
+            return candidates
+        return tuple(i for i in candidates if i != closed)
+
+    def behind(self, by_quota: bool) -> Outcome:
+        """The outcome of an AppWrapper that fits but for the head's reservation."""
+        head = self.head
+        assert head is not None
+        waited = int((self.now - (head.queued_since or head.created)).total_seconds())
+        what = "quota" if by_quota else "room"
+        return (PendingReason.WAITING_FOR_HEAD_OF_LINE,
+                f"it would fit, but the {what} is held for {head.key}, first in line and "
+                f"waiting for {waited}s", True)
+
+    def consider(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
+                 candidates: tuple[int, ...], outcome: Outcome, *, by_quota: bool,
+                 quota: QuotaForest) -> None:
+        """``entry`` was blocked with ``outcome``: the first that could run is the head,
+        and once it has starved its quota and room are reserved."""
+        reason, _, could_run = outcome
+        if self.seen or not could_run or reason not in (
+                PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY):
+            return
+        if by_quota and not self.board.fits_when_empty(demand, candidates):
+            return
+        self.seen = True
+        if not self.backfill.is_starving(now=self.now,
+                                         waiting_since=entry.queued_since or entry.created):
+            return
+        self.head = entry
+        held = quota.copy()
+        held.charge(assignment, demand.total)
+        self.held_quota = held
+        if by_quota:
+            placement = self.board.place(demand, candidates, policy=self.placement,
+                                         avoid=entry.avoid_cluster)
+            if isinstance(placement, Placement):
+                self.held_nodes = placement
+                return
+        self.closed_cluster = self._cluster_to_drain(demand, candidates)
+
+    def would_fit_unreserved(self, demand: Demand, candidates: tuple[int, ...]) -> bool:
+        """True when ``demand`` fits but for the head's held nodes or closed cluster."""
+        board, policy = self.board, self.placement
+        if self.closed_cluster is not None and self.closed_cluster in candidates:
+            trial = board.place(demand, (self.closed_cluster,), policy=policy)
+            if isinstance(trial, Placement):
+                board.unplace(trial)
+                return True
+        if self.held_nodes is not None:
+            board.unplace(self.held_nodes)
+            trial = board.place(demand, candidates, policy=policy)
+            if isinstance(trial, Placement):
+                board.unplace(trial)
+            board.replace(self.held_nodes)
+            return isinstance(trial, Placement)
+        return False
+
+    def _cluster_to_drain(self, demand: Demand, candidates: tuple[int, ...]) -> int | None:
+        """The cluster held for a head that fits nowhere now: most free of its scarcest."""
+        board = self.board
+        runnable = [i for i in candidates if board.fits_when_empty(demand, (i,))]
+        if not runnable:
+            return None
+        order = resource_weight_order(demand.total)
+
+        def share(i: int) -> tuple[float, str]:
+            total = board.pools[i].total
+            allocatable = board.allocatable(i)
+            worst = min((total.get(r, 0) / allocatable[r] if allocatable[r] else 0.0
+                         for r in order), default=1.0)
+            return (-worst, board.clusters[i].name)
+
+        return min(runnable, key=share)

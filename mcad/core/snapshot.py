@@ -1,0 +1,137 @@
+"""What one dispatch cycle decides on, and what it decides.
+
+``Snapshot`` in (the AppWrappers, the clusters' capacity, the quota forest, the policy),
+``CycleResult`` out (dispatches, one pending reason per waiting AppWrapper, evictions).
+Everything here is a frozen value: a cycle never changes its snapshot, so the same
+snapshot always gives the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import NamedTuple
+
+from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
+from mcad.core.demand import Demand
+from mcad.core.placement import EVERY_CLUSTER, ClusterSelector, Placement, PlacementPolicy
+from mcad.core.preemption import PreemptionPolicy
+from mcad.core.queue import DEFAULT_STARVATION_SECONDS
+from mcad.core.quota import QuotaForest
+
+
+class PendingReason(StrEnum):
+    """Why a queued AppWrapper was not dispatched in this cycle."""
+
+    REQUEUE_PAUSE = "RequeuePause"
+    INVALID_DEMAND = "InvalidDemand"
+    QUOTA_NODE_NOT_FOUND = "QuotaNodeNotFound"
+    NO_MATCHING_CLUSTER = "NoMatchingCluster"
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    WAITING_FOR_PREEMPTION = "WaitingForPreemption"
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    WAITING_FOR_HEAD_OF_LINE = "WaitingForHeadOfLine"
+
+
+PREEMPTED = "Preempted"
+"""Reason of every eviction the cycle orders."""
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """Waiting to be dispatched."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """Dispatched to ``cluster``: it holds quota and capacity there."""
+
+    cluster: ClusterName
+
+
+Phase = Queued | Admitted
+QUEUED = Queued()
+
+
+@dataclass(frozen=True, slots=True)
+class AppWrapperEntry:
+    """One AppWrapper as the cycle sees it."""
+
+    key: AppWrapperKey
+    uid: str
+    priority: int
+    created: datetime
+    demand: Demand | None
+    demand_error: str | None = None
+    quota_labels: Mapping[str, str] = field(default_factory=dict)
+    clusters: tuple[str, ...] = ()
+    cluster_selector: ClusterSelector = EVERY_CLUSTER
+    phase: Phase = QUEUED
+    avoid_cluster: str | None = None
+    not_before: datetime | None = None
+    queued_since: datetime | None = None
+    """When it last entered the queue (creation or last requeue); None: ``created``."""
+    kinds: tuple[tuple[str, str], ...] = ()
+    """The (apiVersion, kind) of every object it wraps: only clusters serving them all
+    may take it."""
+    priority_slope: float = 0.0
+    """MCAD's ``priorityslope``: the priority grows by this much per second waited."""
+    dispatched: datetime | None = None
+    """When an admitted AppWrapper was dispatched (victims: most recent goes first)."""
+    draining: bool = False
+    """Admitted, and being taken back (requeued or evicted): never an eviction victim."""
+    draining_for: AppWrapperKey | None = None
+    """Being evicted to make room for this AppWrapper."""
+
+
+@dataclass(frozen=True, slots=True)
+class CyclePolicy:
+    placement: PlacementPolicy = PlacementPolicy.BEST_FIT
+    preemption: PreemptionPolicy = field(default_factory=PreemptionPolicy)
+    starvation_seconds: float = DEFAULT_STARVATION_SECONDS
+    fair_sharing: bool = True
+    """Order borrowers by their node's share (``mcad.core.fairness``); False: by priority
+    and age alone."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one cycle decides on.
+
+    ``quota`` carries the trees' limits and no usage of the AppWrappers listed here:
+    the cycle charges the admitted ones itself (usage already in it counts as well).
+    """
+
+    now: datetime
+    appwrappers: tuple[AppWrapperEntry, ...]
+    clusters: tuple[ClusterCapacity, ...]
+    quota: QuotaForest
+    policy: CyclePolicy = CyclePolicy()
+
+
+class Dispatch(NamedTuple):
+    key: AppWrapperKey
+    cluster: ClusterName
+    placement: Placement
+
+
+class Pending(NamedTuple):
+    key: AppWrapperKey
+    reason: PendingReason
+    message: str
+
+
+class Eviction(NamedTuple):
+    key: AppWrapperKey
+    reason: str
+    message: str
+    for_key: AppWrapperKey
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    dispatches: tuple[Dispatch, ...]
+    pending: tuple[Pending, ...]
+    evictions: tuple[Eviction, ...]
