@@ -118,6 +118,11 @@ async def test_single_cluster_mode_runs_appwrappers_on_the_hub(
         jobs = (await hub.batch.list_namespaced_job(aw_namespace)).items
         assert [j.metadata.name for j in jobs] == ["on-hub"]
         assert jobs[0].status.succeeded == 2
+        # As MCAD in single-cluster mode: the garbage collector knows who owns it.
+        (owner,) = jobs[0].metadata.owner_references
+        assert (owner.kind, owner.name, owner.uid, owner.controller,
+                owner.block_owner_deletion) == ("AppWrapper", "on-hub",
+                                                done["metadata"]["uid"], True, True)
     finally:
         await hub.custom.delete_namespaced_custom_object(
             "workload.codeflare.dev", "v1beta1", aw_namespace, "appwrappers", "on-hub")

@@ -53,10 +53,13 @@ from mcad.core.requeue import (
     readiness_timeout,
 )
 from mcad.core.wrapping import Refusal, dispatch_digest
+from mcad.gateway.errors import ApiError
 
 log = logging.getLogger(__name__)
 RECHECK_S = 2.0
 SPOKE_LOST = "SpokeLost"
+CREATING = "Creating"
+"""Dispatched condition reason while creating the wrapped objects is being retried."""
 NOT_READY_AGAIN = "PodsNotReady"
 """PodsReady False after it was True: the gang lost pods; the requeuing time runs from
 this condition's lastTransitionTime."""
@@ -96,14 +99,33 @@ class Lifecycle:
                 rec, "SpecChanged", "the spec changed after dispatch; the new spec is applied "
                                     "through a requeue (what the old one created is deleted "
                                     "first)")
-        try:
-            if not rec.objects_ensured and not await self.objects.ensure(rec):
-                return RECHECK_S if rec.admitted else None
-        except KindNotServed as err:
-            if link.discovery is not None:
-                await link.discovery.refresh()  # it was behind: the next cycle knows better
-            return await self._start_requeue(rec, "KindNotServed", str(err))
+        if not rec.objects_ensured:
+            try:
+                if not await self.objects.ensure(rec):
+                    return RECHECK_S if rec.admitted else None
+            except KindNotServed as err:
+                if link.discovery is not None:
+                    await link.discovery.refresh()  # it was behind: the next cycle knows better
+                return await self._start_requeue(rec, "KindNotServed", str(err))
+            except ApiError as err:
+                await self._creating(rec, f"creating the wrapped objects on cluster "
+                                          f"{rec.cluster} failed ({err}); retrying with "
+                                          "backoff")
+                raise  # the work queue retries it after a growing, capped backoff
+            await self._creating(rec, None)
         return await self._progress(rec)
+
+    async def _creating(self, rec: AppWrapperRecord, retrying: str | None) -> None:
+        """Say on the Dispatched condition what creation is retrying (reason Creating),
+        and put it back to Dispatched once everything is there."""
+        cond = rec.condition("Dispatched") or {}
+        if retrying is not None and cond.get("message") != retrying:
+            await self.writer.patch_status(rec, {"message": retrying}, conditions=(
+                ("Dispatched", "True", CREATING, retrying),))
+        elif retrying is None and cond.get("reason") == CREATING:
+            message = f"dispatched to cluster {rec.cluster}"
+            await self.writer.patch_status(rec, {"message": message}, conditions=(
+                ("Dispatched", "True", "Dispatched", message),))
 
     async def _unreachable(self, rec: AppWrapperRecord) -> float | None:
         """Its cluster does not answer: wait, or after spokeLostSeconds give up on it."""

@@ -9,7 +9,8 @@ e.g. by Pod Security) fails the AppWrapper with the server's own sentence, after
 was already created is deleted; other errors are retried with the work queue's backoff.
 An object that already exists with our uid label is ours (a restart or a retry, not a
 duplicate); one without it belongs to someone else, and the AppWrapper fails with that
-said rather than adopting it.
+said rather than adopting it. On the hub itself (single-cluster mode) each object also
+gets a controller ownerReference to its AppWrapper, as MCAD sets.
 
 Deletion removes what the current dispatch *recorded* it created (the status's
 ``componentStatus``), not what the spec says now, so objects renamed or removed by a
@@ -28,7 +29,7 @@ from mcad.controller.records import AppWrapperRecord
 from mcad.controller.spokes import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import HubWriter
-from mcad.core.wrapping import Refusal, WrappedObject, is_ours, wrapped_objects
+from mcad.core.wrapping import Refusal, WrappedObject, is_ours, owned_by, wrapped_objects
 from mcad.gateway import objects as verbs
 from mcad.gateway import resources as refs
 from mcad.gateway.errors import (
@@ -38,6 +39,7 @@ from mcad.gateway.errors import (
     Invalid,
     NotFound,
     UnknownKind,
+    Unreachable,
 )
 from mcad.gateway.resources import ResourceRef
 
@@ -87,6 +89,15 @@ class ObjectManager:
                               warning=True)
             self.released()
 
+    async def _refuse_after_clearing(self, rec: AppWrapperRecord, refusal: Refusal) -> None:
+        """Fail the AppWrapper once the deletion of what was created for it is under way:
+        a Failed AppWrapper no longer names its cluster, so nothing would come back for
+        objects left there. A cluster that does not answer raises: retried later."""
+        if await self.clear(rec) is None:
+            raise Unreachable(f"cannot remove what was created for {rec.key} before failing "
+                              f"it ({refusal.reason})", cluster=rec.cluster)
+        await self.refuse(rec, refusal)
+
     async def _refs(self, link: SpokeLink, planned: list[WrappedObject]
                     ) -> list[tuple[WrappedObject, ResourceRef]] | Refusal:
         assert link.discovery is not None
@@ -115,8 +126,7 @@ class ObjectManager:
         planned = self.plan(rec)
         resolved = planned if isinstance(planned, Refusal) else await self._refs(link, planned)
         if isinstance(resolved, Refusal):
-            await self.clear(rec)
-            await self.refuse(rec, resolved)
+            await self._refuse_after_clearing(rec, resolved)
             return False
         assert link.conn is not None
         try:
@@ -126,13 +136,14 @@ class ObjectManager:
                 return False
             for wrapped, ref in resolved:
                 link.watch_kind(ref)
+                manifest = owned_by(wrapped.manifest, name=rec.name, uid=rec.uid) \
+                    if link.local else wrapped.manifest
                 try:
-                    await verbs.create(link.conn, ref, wrapped.manifest, namespace=rec.namespace)
+                    await verbs.create(link.conn, ref, manifest, namespace=rec.namespace)
                 except (Invalid, Forbidden) as err:
                     # Refused for a reason that will not go away by retrying (a field the
                     # API server rejects, a Pod Security violation, no right to create it).
-                    await self.clear(rec)
-                    await self.refuse(rec, Refusal(
+                    await self._refuse_after_clearing(rec, Refusal(
                         "CreationRefused", f"{wrapped.describe} was refused by cluster "
                                            f"{link.name}: {err.message}"))
                     return False
@@ -140,8 +151,7 @@ class ObjectManager:
                     existing = await verbs.get(link.conn, ref, wrapped.name,
                                                namespace=rec.namespace)
                     if not is_ours(existing, uid=rec.uid):
-                        await self.clear(rec)
-                        await self.refuse(rec, Refusal(
+                        await self._refuse_after_clearing(rec, Refusal(
                             "NameTaken", f"{wrapped.describe} already exists on cluster "
                                          f"{link.name} and does not belong to this "
                                          "AppWrapper; rename it or delete the other one"))

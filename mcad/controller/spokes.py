@@ -169,7 +169,7 @@ class SpokeLink:
             self.on_health(self.name)
 
     def _refresh_health(self) -> None:
-        """Ready only when connected, answering, and every watch is synced."""
+        """Ready only when connected, answering, nodes and pods synced, no watch broken."""
         if self.conn is None:
             return
         if self._probe_failures >= PROBE_FAILURES:
@@ -177,8 +177,12 @@ class SpokeLink:
             self._set_health(False, "Unreachable", f"the API server has not answered its "
                              f"probes since {since} UTC")
             return
-        behind = [name for name, informer in [*self._informers.items(), *self._kinds.items()]
-                  if not informer.synced]
+        # A wrapped kind's watch that is still listing does not make the cluster less
+        # usable (nothing reads its objects but progress, which waits for them), so
+        # only nodes and pods must be synced; a kind's broken watch still counts.
+        behind = [name for name, informer in self._informers.items() if not informer.synced]
+        behind += [name for name, informer in self._kinds.items()
+                   if not informer.synced and informer.error]
         if behind:
             errors = [i.error.message for i in [*self._informers.values(),
                                                 *self._kinds.values()] if i.error]

@@ -4,9 +4,11 @@ Before anything is created the whole AppWrapper is checked, so a refusal leaves
 nothing half-created: every item must be a named object in the AppWrapper's own
 namespace, of a kind the configuration allows and that is not cluster-scoped.
 Each object (and every pod template inside it, whatever the kind: Job, JobSet,
-PyTorchJob, RayCluster...) is labelled with the AppWrapper's identity, so its pods
-can be counted and everything can be found again after a restart, and so an object
-of the same name that is not ours is never mistaken for ours.
+PyTorchJob, RayCluster...) is labelled with the AppWrapper's identity and, as MCAD
+does, ``resourceName: <object name>``, and its pod templates get the object's labels
+too; so its pods can be counted and found by MCAD's selectors, everything can be found
+again after a restart, and an object of the same name that is not ours is never
+mistaken for ours.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ WORKLOAD_LABEL = "workload.codeflare.dev/appwrapper"
 """MCAD v2's label: the AppWrapper's name."""
 UID_LABEL = "workload.codeflare.dev/appwrapper-uid"
 """The AppWrapper's uid: what tells our objects and pods from same-named others."""
+RESOURCE_NAME_LABEL = "resourceName"
+"""MCAD v1's label: the wrapped object's own name, on it and its pod templates (left
+out when the name is longer than a label value may be: 63 characters)."""
+APPWRAPPER_API_VERSION = "workload.codeflare.dev/v1beta1"
 
 # Kinds that are cluster-scoped in every Kubernetes; others are caught by discovery.
 CLUSTER_SCOPED = frozenset({
@@ -155,10 +161,16 @@ def wrapped_objects(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
         for server_field in _SERVER_FIELDS:
             manifest_meta.pop(server_field, None)
         manifest_meta["namespace"] = namespace
-        manifest_meta["labels"] = {**(manifest_meta.get("labels") or {}), **labels}
+        own = {**labels, **({RESOURCE_NAME_LABEL: obj_name} if len(obj_name) <= 63 else {})}
+        object_labels = {**(manifest_meta.get("labels") or {}), **own}
+        manifest_meta["labels"] = object_labels
         for pod_template in _pod_templates(manifest.get("spec")):
+            # As MCAD's addLabelsToPodTemplateField: the object's labels (its own and
+            # mcad's) go onto its pods too, so a Deployment whose selector names the
+            # object's labels is valid; a value the template sets itself is kept (its
+            # own selector may rely on it), mcad's identity labels always win.
             pod_meta = pod_template.setdefault("metadata", {})
-            pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
+            pod_meta["labels"] = {**object_labels, **(pod_meta.get("labels") or {}), **own}
         completion = completion_types(str(item.get("completionstatus") or "")) or \
             DEFAULT_COMPLETION.get((api_version.rpartition("/")[0], kind), ())
         out.append(WrappedObject(index, api_version, kind, obj_name, manifest, completion))
@@ -188,6 +200,18 @@ def _pod_templates(node: Any) -> Iterator[dict[str, Any]]:
     elif isinstance(node, list):
         for value in node:
             yield from _pod_templates(value)
+
+
+def owned_by(manifest: Mapping[str, Any], *, name: str, uid: str) -> dict[str, Any]:
+    """``manifest`` with a controller ownerReference to the AppWrapper ``name``/``uid``,
+    as MCAD sets in single-cluster mode: the garbage collector then removes what an
+    AppWrapper made even if its finalizer were removed by hand."""
+    out = copy.deepcopy(dict(manifest))
+    meta = out.setdefault("metadata", {})
+    meta["ownerReferences"] = [*(meta.get("ownerReferences") or []), {
+        "apiVersion": APPWRAPPER_API_VERSION, "kind": "AppWrapper", "name": name,
+        "uid": uid, "controller": True, "blockOwnerDeletion": True}]
+    return out
 
 
 def is_ours(obj: Mapping[str, Any], *, uid: str) -> bool:

@@ -21,6 +21,7 @@ from mcad.config import RunConfig
 from mcad.controller.records import EvictionOrder
 from mcad.core.capacity import AppWrapperKey
 from mcad.gateway import watch as watch_module
+from mcad.gateway.connection import ATTEMPTS
 from mcad.gateway.transport import TransportError
 from tests.controller.seam import (
     AW_PATH,
@@ -174,6 +175,37 @@ async def test_an_eviction_order_for_a_run_that_ended_is_void(world: World) -> N
     await asyncio.sleep(10)
     assert world.jobs.deleted == [] and world.condition("Requeuing") == {}
     assert rec.eviction is None
+
+
+async def test_a_create_the_spoke_refuses_for_good_fails_with_its_sentence(
+        world: World) -> None:
+    world.run.spoke.first("POST", "/apis/batch/v1/namespaces/ns/jobs", status(
+        422, "Invalid", 'Job.batch "train" is invalid: spec.parallelism: Invalid value: -1'))
+    world.hub.add(job_appwrapper("train"))
+    await world.until("failed", lambda: world.status().get("state") == "Failed")
+    failed = world.condition("Failed")
+    assert failed["reason"] == "CreationRefused"
+    assert "spec.parallelism: Invalid value: -1" in failed["message"]
+    assert len(world.run.spoke.sent("POST", "/apis/batch/v1/namespaces/ns/jobs")) == 1
+    await asyncio.sleep(30)  # never retried
+    assert len(world.run.spoke.sent("POST", "/apis/batch/v1/namespaces/ns/jobs")) == 1
+
+
+async def test_a_create_that_fails_for_now_is_retried_and_said_on_dispatched(
+        world: World) -> None:
+    jobs = "/apis/batch/v1/namespaces/ns/jobs"
+    failures = 2 * ATTEMPTS  # the gateway's own retries give up twice
+    for _ in range(failures):
+        world.run.spoke.first("POST", jobs, status(503, "ServiceUnavailable", "etcd leader lost"))
+    world.hub.add(job_appwrapper("train"))
+    await world.until("retrying", lambda: world.condition("Dispatched").get("reason")
+                      == "Creating")
+    assert "retrying" in world.condition("Dispatched")["message"]
+    await dispatched(world)
+    await world.until("dispatched again", lambda: world.condition("Dispatched").get("reason")
+                      == "Dispatched")
+    assert len(world.run.spoke.sent("POST", jobs)) == failures + 1
+    assert world.status()["state"] == "Running"
 
 
 async def test_deletion_removes_the_job_then_the_finalizer(world: World) -> None:

@@ -9,10 +9,12 @@ import pytest
 
 from mcad.core.wrapping import (
     NAME_LABEL,
+    RESOURCE_NAME_LABEL,
     UID_LABEL,
     Refusal,
     WrappedObject,
     is_ours,
+    owned_by,
     wrapped_objects,
 )
 
@@ -42,11 +44,12 @@ def test_objects_and_pod_templates_carry_the_appwrapper_identity() -> None:
     (obj,) = planned
     manifest = obj.manifest
     assert manifest["metadata"]["namespace"] == "ns"
-    assert manifest["metadata"]["labels"] == {"team": "a", NAME_LABEL: "aw",
-                                              "workload.codeflare.dev/appwrapper": "aw",
-                                              UID_LABEL: "u-1"}
-    assert manifest["spec"]["template"]["metadata"]["labels"][UID_LABEL] == "u-1"
-    assert manifest["spec"]["template"]["metadata"]["labels"]["app"] == "x"
+    identity = {NAME_LABEL: "aw", RESOURCE_NAME_LABEL: "train",
+                "workload.codeflare.dev/appwrapper": "aw", UID_LABEL: "u-1"}
+    assert manifest["metadata"]["labels"] == {"team": "a", **identity}
+    # As MCAD: the object's labels go onto its pods as well.
+    assert manifest["spec"]["template"]["metadata"]["labels"] == {"team": "a", "app": "x",
+                                                                   **identity}
     assert "status" not in manifest
     assert is_ours(manifest, uid="u-1") and not is_ours(manifest, uid="other")
 
@@ -60,6 +63,36 @@ def test_nested_pod_templates_of_any_kind_are_labelled() -> None:
     assert isinstance(planned, list)
     inner = planned[0].manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     assert inner["metadata"]["labels"][UID_LABEL] == "u-1"
+
+
+def test_a_deployment_selecting_its_objects_labels_is_valid_after_the_merge() -> None:
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "web", "labels": {"app": "web", "tier": "front"}},
+                  "spec": {"selector": {"matchLabels": {"app": "web"}},
+                           "template": {"metadata": {"labels": {"tier": "back"}},
+                                        "spec": {"containers": [{"name": "c"}]}}}}
+    planned = plan(deployment)
+    assert isinstance(planned, list)
+    pod_labels = planned[0].manifest["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels["app"] == "web"      # the selector matches now
+    assert pod_labels["tier"] == "back"    # the template's own value is kept
+    assert pod_labels[RESOURCE_NAME_LABEL] == "web"
+
+
+def test_a_name_too_long_for_a_label_value_gets_no_resource_name_label() -> None:
+    planned = plan(job("x" * 64))
+    assert isinstance(planned, list)
+    assert RESOURCE_NAME_LABEL not in planned[0].manifest["metadata"]["labels"]
+
+
+def test_owned_by_adds_a_controller_reference_and_leaves_the_plan_alone() -> None:
+    planned = plan(job())
+    assert isinstance(planned, list)
+    owned = owned_by(planned[0].manifest, name="aw", uid="u-1")
+    assert owned["metadata"]["ownerReferences"] == [{
+        "apiVersion": "workload.codeflare.dev/v1beta1", "kind": "AppWrapper", "name": "aw",
+        "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]
+    assert "ownerReferences" not in planned[0].manifest["metadata"]
 
 
 def test_the_template_given_is_not_changed() -> None:
