@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -47,7 +48,15 @@ def testbed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def testbed(testbed_dir: Path) -> Iterator[TestbedState]:
+def testbed(testbed_dir: Path, pytestconfig: pytest.Config) -> Iterator[TestbedState]:
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+
+    def say(message: str) -> None:
+        """Past pytest's capture: the first run builds Kubernetes for many minutes, and
+        a person watching `make test` must see that it is alive."""
+        with capture.global_and_fixture_disabled():
+            print(f"[test bed] {message}", file=sys.stderr, flush=True)
+
     reuse = os.environ.get("MCAD_TESTBED_DIR")
     if reuse:
         state = read_state(testbed_dir)
@@ -55,7 +64,9 @@ def testbed(testbed_dir: Path) -> Iterator[TestbedState]:
             yield state
             return
     directory = testbed_dir
-    state = up(directory, SPEC, owner_for_life=not reuse)
+    say(f"bringing up the test bed in {directory} (hub and 2 spokes)")
+    state = up(directory, SPEC, owner_for_life=not reuse, log=say)
+    say("test bed ready")
     try:
         yield state
     finally:

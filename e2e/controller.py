@@ -27,7 +27,7 @@ from e2e.waiting import wait_until
 if TYPE_CHECKING:
     from e2e.conftest import Cluster
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 AW = ("workload.codeflare.dev", "v1beta1", "appwrappers")
 QST = ("quota.codeflare.dev", "v1alpha1", "quotasubtrees")
 SPOKE = ("cluster.codeflare.dev", "v1alpha1", "spokeclusters")

@@ -48,6 +48,10 @@ _cycle_duration = Histogram(
     "mcad_dispatch_cycle_duration_seconds", "Time one dispatch cycle took to decide.",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
     registry=REGISTRY)
+_oldest_pending = Gauge(
+    "mcad_oldest_pending_seconds",
+    "How long the AppWrapper that has waited longest has been in the queue (0: none).",
+    registry=REGISTRY)
 _cycle_appwrappers = Gauge(
     "mcad_dispatch_cycle_appwrappers", "AppWrappers considered by the last dispatch cycle.",
     registry=REGISTRY)
@@ -246,3 +250,15 @@ def _remove_resources(gauges: Iterable[Gauge], labels: tuple[str, ...],
     for gauge in gauges:
         for resource in names:
             gauge.remove(*labels, resource)
+
+
+def report_oldest_pending(seconds: float) -> None:
+    _oldest_pending.set(max(0.0, seconds))
+
+
+def totals() -> tuple[float, float]:
+    """(dispatches, requeues) counted since the process started, over every label."""
+    def total(counter: Counter) -> float:
+        return sum(sample.value for metric in counter.collect() for sample in metric.samples
+                   if sample.name.endswith("_total"))
+    return total(_dispatches), total(_requeues)

@@ -13,7 +13,7 @@ shows why the pod is not ready rather than a bare status.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
@@ -30,7 +30,8 @@ Readiness = Callable[[], "bool | tuple[bool, str]"]
 """True/False, or (ready, the sentence that says why or in what role)."""
 
 
-async def start_server(address: str, *, ready: Readiness) -> web.AppRunner:
+async def start_server(address: str, *, ready: Readiness,
+                       extra: Sequence[web.RouteDef] = ()) -> web.AppRunner:
     """Serve /metrics, /healthz and /readyz on ``address`` ("host:port"; port 0 picks one).
 
     Returns the running ``AppRunner``; stop it with ``await runner.cleanup()``. Raises
@@ -41,6 +42,7 @@ async def start_server(address: str, *, ready: Readiness) -> web.AppRunner:
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz(ready))
+    app.router.add_routes(extra)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     try:

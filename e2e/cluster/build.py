@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
@@ -126,18 +127,51 @@ def _kube_ldflags(version: str) -> str:
     return "-s -w " + " ".join(flags)
 
 
-def _go(args: list[str], cwd: Path, log: Callable[[str], object]) -> None:
-    log(f"  $ go {' '.join(args[:6])}{' ...' if len(args) > 6 else ''}  (in {cwd.name}/)")
-    proc = subprocess.run(["go", *args], cwd=cwd, env=go_env(), capture_output=True, text=True,
-                          check=False)
+HEARTBEAT_S = 30.0
+"""How often a long ``go build`` says it is still at work."""
+
+
+def _go(args: list[str], cwd: Path, log: Callable[[str], object], *, what: str = "") -> None:
+    """Run ``go args`` in ``cwd``; ``what`` (a component) gets a line when it starts,
+    one every HEARTBEAT_S while it builds, and one with the time it took."""
+    started = time.monotonic()
+    if what:
+        log(f"  building {what} ...")
+    else:
+        log(f"  $ go {' '.join(args[:6])}{' ...' if len(args) > 6 else ''}  (in {cwd.name}/)")
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(["go", *args], cwd=cwd, env=go_env(),
+                                stdout=subprocess.DEVNULL, stderr=errors, text=True)
+        while True:
+            try:
+                proc.wait(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                log(f"    still building {what or cwd.name} "
+                    f"({_elapsed(time.monotonic() - started)})")
+        errors.seek(0)
+        stderr = errors.read()
     if proc.returncode != 0:
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        lines = [ln for ln in stderr.splitlines() if ln.strip()]
         tail = "\n".join(lines[-15:])
-        if any(s in proc.stderr for s in ("dial tcp", "403 Forbidden", "404 Not Found",
-                                          "no such host", "connection refused", "timeout")):
+        if any(s in stderr for s in ("dial tcp", "403 Forbidden", "404 Not Found",
+                                     "no such host", "connection refused", "timeout")):
             raise BuildError("a Go module download failed (is the module proxy reachable?):\n"
                              + tail)
         raise BuildError(f"`go {' '.join(args[:3])}` failed in {cwd}:\n{tail}")
+    if what:
+        log(f"  built {what} in {_elapsed(time.monotonic() - started)}")
+
+
+def _elapsed(seconds: float) -> str:
+    return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"
+
+
+def _tools(module: Path) -> list[str]:
+    """The packages of a go.mod's ``tool`` block, in order."""
+    text = (module / "go.mod").read_text()
+    block = text.split("tool (", 1)[1].split(")", 1)[0]
+    return [line.strip() for line in block.splitlines() if line.strip()]
 
 
 def build(*, force: bool = False, log: Callable[[str], object] = print) -> Artifacts:
@@ -152,14 +186,22 @@ def build(*, force: bool = False, log: Callable[[str], object] = print) -> Artif
     started = time.monotonic()
     log(f"building the test bed binaries into {art.root} (first time: many minutes)")
     kube = CONTROLPLANE / "kube"
-    _go(["build", "-trimpath", "-ldflags", _kube_ldflags(v["KUBERNETES_VERSION"]),
-         "-o", str(tmp / "bin") + "/", "tool"], kube, log)
+    # One component at a time (they share Go's build cache, so the later ones are
+    # quicker), so a first build says what it is doing rather than nine silent minutes.
+    tools = _tools(kube)
+    for number, package in enumerate(tools, start=1):
+        name = package.rsplit("/", 1)[1]
+        _go(["build", "-trimpath", "-ldflags", _kube_ldflags(v["KUBERNETES_VERSION"]),
+             "-o", str(tmp / "bin" / name), package], kube, log,
+            what=f"{name} ({number} of {len(tools) + 2})")
     _go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / "bin" / "etcd"),
-         "go.etcd.io/etcd/server/v3"], CONTROLPLANE / "etcd", log)
+         "go.etcd.io/etcd/server/v3"], CONTROLPLANE / "etcd", log,
+        what=f"etcd ({len(tools) + 1} of {len(tools) + 2})")
     kwok_ldflags = (f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={v['KWOK_VERSION']}"
                     f" -X sigs.k8s.io/kwok/pkg/consts.KubeVersion={v['KUBERNETES_VERSION']}")
     _go(["build", "-trimpath", "-ldflags", kwok_ldflags, "-o", str(tmp / "bin" / "kwok"),
-         "sigs.k8s.io/kwok/cmd/kwok"], CONTROLPLANE / "kwok", log)
+         "sigs.k8s.io/kwok/cmd/kwok"], CONTROLPLANE / "kwok", log,
+        what=f"kwok ({len(tools) + 2} of {len(tools) + 2})")
     # The PodGroup CRD ships with scheduler-plugins; copy it from the module cache.
     proc = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins"],
                           cwd=kube, env=go_env(), capture_output=True, text=True, check=False)
@@ -174,7 +216,7 @@ def build(*, force: bool = False, log: Callable[[str], object] = print) -> Artif
     (tmp / "build.json").write_text(json.dumps({"seconds": round(elapsed, 1), **v}, indent=1))
     shutil.rmtree(art.root, ignore_errors=True)
     tmp.rename(art.root)
-    log(f"built in {elapsed:.0f}s")
+    log(f"built the test bed binaries in {_elapsed(elapsed)}")
     return art
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
 
+import yaml
+
 from e2e.conftest import Cluster
+from e2e.controller import REPO
 from e2e.dispatch.conftest import ControllerProcess, create_aw, job_appwrapper, wait_state
 from e2e.waiting import wait_until
 
@@ -46,5 +51,40 @@ async def test_metrics_report_states_dispatches_pending_reasons_and_capacity(
         assert mcad.sample("mcad_cluster_capacity", cluster=spoke,
                            resource="nvidia.com/gpu") == 32
     assert (mcad.sample("mcad_dispatch_cycle_duration_seconds_count") or 0) > 0
-    text = mcad.metrics()
-    assert "mcad_api_errors_total" in text or "# HELP mcad_api_errors_total" in text
+    # "nowhere" waits: the oldest wait is counted from its creation, so it is above 0.
+    assert (mcad.sample("mcad_oldest_pending_seconds") or 0) > 0
+
+
+def served_names(text: str) -> set[str]:
+    """Every series name /metrics can carry, from its TYPE lines."""
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            names.add(name)
+            if kind == "histogram":
+                names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+            if kind == "counter" and not name.endswith("_total"):
+                names.add(f"{name}_total")
+    return names
+
+
+def test_the_dashboard_and_the_alerts_query_only_metrics_mcad_serves(
+        mcad: ControllerProcess) -> None:
+    served = served_names(mcad.metrics())
+    overlay = REPO / "manifests" / "overlays" / "prometheus"
+    dashboard = json.loads((overlay / "dashboards" / "mcad.json").read_text())
+    queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    rule = yaml.safe_load((overlay / "prometheusrule.yaml").read_text())
+    queries += [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
+    assert len(queries) >= 15
+    used = {name for q in queries for name in re.findall(r"\bmcad_[a-z_]+", q)}
+    assert used - served == set(), f"queried but not served: {sorted(used - served)}"
+    # Every panel the issue asks for is there.
+    titles = {panel["title"] for panel in dashboard["panels"]}
+    assert {"Queue length by reason", "Queue wait (creation to dispatch)",
+            "Dispatch rate per cluster", "GPUs free per cluster",
+            "Quota used vs limit (GPUs)", "Requeues and evictions"} <= titles
+    alerts = {r["alert"] for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert alerts == {"MCADSpokeNotReady", "MCADAppWrapperWaitingLong", "MCADRequeueStorm",
+                      "MCADNoLeader"}

@@ -120,17 +120,19 @@ class SchedulingSpec(WireModel):
 
     IGNORED: ClassVar[dict[str, str]] = {
         "dispatching_window": "not implemented, by MCAD either",
+        "node_selector": "put nodeSelector in the pod templates",
     }
 
     min_available: int | None = Field(None, alias="minAvailable", ge=0)
-    """Pods that must be running or succeeded for the gang to count as up; absent means
-    all pods."""
+    """Pods that must be ready (Running with Ready True) or Succeeded for the gang to
+    count as up; absent means all pods."""
     requeuing: RequeuingSpec = Field(default_factory=RequeuingSpec)
     """Requeue policy when the gang does not come up in time."""
     cluster_scheduling: ClusterSchedulingSpec | None = Field(None, alias="clusterScheduling")
     """Cluster constraints (multi-cluster mode)."""
     node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
-    """Node labels every pod of the AppWrapper must land on (used for capacity)."""
+    """MCAD v1 field, never read by MCAD; accepted and reported (put nodeSelector in the
+    pod templates: that is what placement reads and the pods obey)."""
     dispatch_duration: DispatchDurationSpec | None = Field(None, alias="dispatchDuration")
     """Wall-clock bounds of each run (``limit`` is enforced)."""
     dispatching_window: FreeForm | None = Field(None, alias="dispatchingWindow")
@@ -304,8 +306,9 @@ class AppWrapperStatus(WireModel):
     observed_generation: int = Field(0, alias="observedGeneration", ge=0)
     """The .metadata.generation this status describes."""
     conditions: list[Condition] = Field(default_factory=list)
-    """Standard conditions: Queued, QuotaReserved, Dispatched, PodsReady, Completed,
-    Failed, Requeued, Preempted."""
+    """Standard conditions: Queued (with the pending reason), Dispatched (reason
+    Creating while the objects' creation is retried), PodsReady, Requeuing (with the
+    requeue's reason, e.g. Preempted), Completed, Failed, CleanupPending."""
 
 
 class AppWrapper(WireModel):

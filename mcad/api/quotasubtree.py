@@ -113,6 +113,8 @@ class QuotaSubtreeStatus(WireModel):
     """Usage of spec.parent (the sum over its children)."""
     children: list[ResourceAllocation] = Field(default_factory=list)
     """Usage per node declared in spec.children."""
+    summary: str = ""
+    """Usage against quota per child, e.g. ``gold 16/8 gpu, silver 0/4 gpu``."""
     conditions: list[Condition] = Field(default_factory=list)
     """Valid: whether the tree this object belongs to could be built, and why not."""
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from mcad.cli import cluster, run, validate
+from mcad.cli import cluster, queue, run, validate
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_parser(subparsers)
     cluster.add_parser(subparsers)
     run.add_parser(subparsers)
+    queue.add_parser(subparsers)
     return parser
 
 

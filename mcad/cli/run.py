@@ -22,9 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mcad import visibility
 from mcad.config import ConfigError, RunConfig, load_run_config
 from mcad.controller.leader import LeaderElector, Timings, default_identity
 from mcad.controller.runner import Controller
+from mcad.core.snapshot import CycleResult, Snapshot
 from mcad.gateway.connection import (
     Connection,
     connect,
@@ -185,9 +187,17 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
         finally:
             current.remove(controller)
 
+    def last_cycle() -> tuple[Snapshot, CycleResult] | str:
+        if elector is not None and not elector.leading:
+            return (f"this replica is on standby; the leader is "
+                    f"{elector.holder or 'not elected yet'}")
+        last = current[0].dispatcher.last if current else None
+        return last if last is not None else "the controller has not run a cycle yet"
+
     runners = []
     try:
-        runners.append(await start_server(args.metrics_address, ready=readiness))
+        runners.append(await start_server(args.metrics_address, ready=readiness,
+                                          extra=visibility.routes(last_cycle, config)))
         if args.health_address:
             runners.append(await start_server(args.health_address, ready=readiness))
         log.info("serving metrics on port %d", bound_port(runners[0]))

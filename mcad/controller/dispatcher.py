@@ -69,6 +69,9 @@ class Dispatcher:
         self.queue = queue
         self.wanted = asyncio.Event()
         self._wakeup: tuple[datetime, asyncio.TimerHandle] | None = None
+        self.last: tuple[Snapshot, CycleResult] | None = None
+        """The last cycle's snapshot and decisions: what ``mcad queue`` and ``mcad
+        explain`` are answered from (``mcad.visibility``)."""
 
     def trigger(self) -> None:
         self.wanted.set()
@@ -122,7 +125,7 @@ class Dispatcher:
                     if left:
                         reservations.setdefault(rec.cluster, []).append(
                             Reservation(rec.key, left))
-                    if policy.preemption.any and rec.uid in link.held_by:
+                    if rec.uid in link.held_by:  # for preemption and start estimates
                         held.setdefault(rec.cluster, {})[rec.key] = tuple(
                             (NodeName(node), requests)
                             for node, requests in link.held_by[rec.uid].items())
@@ -145,9 +148,15 @@ class Dispatcher:
             rec.assumed_cluster, rec.entry, rec.wanted_pending = dispatch.cluster, None, None
             self.queue.add(dispatch.key, urgent=True)
         reasons: dict[str, int] = {}
+        oldest = now
         for pending in result.pending:
             reasons[pending.reason] = reasons.get(pending.reason, 0) + 1
             rec = appwrappers[pending.key]
+            entry = rec.entry
+            if entry is not None:
+                since = entry.queued_since or entry.created
+                if since.tzinfo is not None:  # (datetime.min: no creationTimestamp)
+                    oldest = min(oldest, since)
             wanted = (pending.reason, pending.message)
             rec.wanted_pending = wanted
             if wanted != rec.last_pending:
@@ -161,4 +170,6 @@ class Dispatcher:
                                          str(rec.status.get("dispatchTimestamp", "")))
             self.queue.add(eviction.key, urgent=True)
         metrics.report_pending_reasons(reasons)
+        metrics.report_oldest_pending((now - oldest).total_seconds())
+        self.last = (snapshot, result)
         return result

@@ -93,7 +93,10 @@ class HubCache:
         if kind == "DELETED":
             self.state.subtrees.pop(ident, None)
         else:
+            known = self.state.subtrees.get(ident)
             self.state.subtrees[ident] = obj
+            if known is not None and _quota_part(known) == _quota_part(obj):
+                return  # only its status moved (mcad's own usage report): same tree
         nodes: list[QuotaNodeSpec] = []
         problems: list[str] = []
         for name, subtree in sorted(self.state.subtrees.items()):
@@ -124,6 +127,11 @@ class HubCache:
         else:
             self.state.secrets[name] = obj
         self.spokes_changed()
+
+
+def _quota_part(obj: dict[str, Any]) -> tuple[Any, Any]:
+    """What a QuotaSubtree contributes to the forest: its spec and its labels."""
+    return obj.get("spec"), (obj.get("metadata") or {}).get("labels")
 
 
 def _ident(obj: dict[str, Any]) -> str:

@@ -212,7 +212,9 @@ class Lifecycle:
         if isinstance(decision, Requeue):
             return await self._start_requeue(rec, decision.reason, decision.message)
         assert isinstance(decision, Fail)
-        await self.objects.clear(rec)  # the pods must not keep holding GPUs
+        if await self.objects.clear(rec) is None:  # the pods must not keep holding GPUs
+            # The cluster does not answer: written down, deleted when it answers again.
+            await self.leftovers.record(rec.cluster, rec, self.objects.created(rec))
         ok = await self.writer.patch_status(
             rec, {**counts, "state": "Failed", "message": decision.message},
             conditions=(("Failed", "True", decision.reason, decision.message),))

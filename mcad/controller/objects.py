@@ -141,6 +141,8 @@ class ObjectManager:
                 try:
                     await verbs.create(link.conn, ref, manifest, namespace=rec.namespace)
                 except (Invalid, Forbidden) as err:
+                    if isinstance(err, Forbidden) and "exceeded quota" in err.message:
+                        raise  # a namespace ResourceQuota: room may come back; retried
                     # Refused for a reason that will not go away by retrying (a field the
                     # API server rejects, a Pod Security violation, no right to create it).
                     await self._refuse_after_clearing(rec, Refusal(

@@ -226,5 +226,7 @@ class AppWrapperRecord:
                 dispatched=self.dispatched_at() if self.admitted else None,
                 draining=bool(self.admitted and requeuing.get("status") == "True"),
                 draining_for=AppWrapperKey(str(self.status["preemptedBy"]))
-                if self.admitted and self.status.get("preemptedBy") else None)
+                if self.admitted and self.status.get("preemptedBy") else None,
+                expected_end=parse_time(self.status.get("expectedEnd"))
+                if self.admitted else None)
         return self.entry

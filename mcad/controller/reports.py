@@ -1,4 +1,4 @@
-"""What the controller tells the world: Prometheus gauges and SpokeCluster status.
+"""What the controller tells the world: gauges, SpokeCluster and QuotaSubtree status.
 
 Why apart from the decisions: reporting reads the caches and writes only observations
 (capacity, readiness, usage), never decisions, so it runs on its own rhythm: at most
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 from typing import Any
 
 from mcad import metrics
@@ -17,7 +18,8 @@ from mcad.controller.clock import rfc3339, utcnow
 from mcad.controller.spokes import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import set_condition
-from mcad.core.quota import QuotaAssignment
+from mcad.core.quota import QuotaAssignment, QuotaForest
+from mcad.core.quotastatus import subtree_status, valid
 from mcad.gateway import objects as verbs
 from mcad.gateway import resources as refs
 from mcad.gateway.connection import Connection
@@ -25,6 +27,8 @@ from mcad.gateway.errors import ApiError
 
 log = logging.getLogger(__name__)
 REPORT_EVERY_S = 1.0
+SUBTREE_EVERY_S = 3.0
+SUMMARY_EVERY_S = 60.0
 STATES = ("Pending", "Running", "RunningHoldCompletion", "Completed", "Failed")
 
 
@@ -34,6 +38,8 @@ class Reports:
         self.state = state
         self._dirty = asyncio.Event()
         self._spoke_status: dict[str, dict[str, Any]] = {}
+        self._subtree_status: dict[str, dict[str, Any]] = {}
+        self._subtree_written: dict[str, datetime] = {}
         self._failed: dict[str, str] = {}
         """The last write error per SpokeCluster, logged once rather than every round."""
 
@@ -44,12 +50,32 @@ class Reports:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
-            self.report_metrics()
+            forest = self.report_metrics()
             for name, link in list(self.state.links.items()):
                 await self._write_spoke_status(name, link)
+            await self._write_subtree_statuses(forest)
             await asyncio.sleep(REPORT_EVERY_S)
 
-    def report_metrics(self) -> None:
+    async def summarize(self, every: float = SUMMARY_EVERY_S) -> None:
+        """One info line per minute: someone reading the log sees it is alive and what
+        it does (queued, running, dispatched and requeued since the last line)."""
+        last = metrics.totals()
+        while True:
+            await asyncio.sleep(every)
+            now = metrics.totals()
+            queued = sum(1 for r in self.state.appwrappers.values()
+                         if r.queued and not r.assumed_cluster)
+            running = sum(1 for r in self.state.appwrappers.values()
+                          if r.admitted or r.assumed_cluster)
+            ready = sum(1 for link in self.state.links.values() if link.health.ready)
+            log.info("summary: %d queued, %d running; %d dispatched and %d requeued in the "
+                     "last %.0fs; %d of %d clusters ready", queued, running,
+                     now[0] - last[0], now[1] - last[1], every, ready,
+                     len(self.state.links))
+            last = now
+
+    def report_metrics(self) -> QuotaForest:
+        """Report the gauges; returns the quota forest charged with what runs."""
         counts = dict.fromkeys(STATES, 0)
         forest = self.state.forest.copy()
         for rec in self.state.appwrappers.values():
@@ -67,6 +93,41 @@ class Reports:
             cluster = link.capacity()
             metrics.report_cluster(name, ready=link.health.ready, capacity=cluster.capacity(),
                                    allocatable=cluster.allocatable(), free=cluster.free())
+        return forest
+
+    async def _write_subtree_statuses(self, forest: QuotaForest) -> None:
+        """Usage per node into each QuotaSubtree's status: only what changed, and each
+        object at most every ``SUBTREE_EVERY_S`` (usage moves with every dispatch)."""
+        now = utcnow()
+        for ident, obj in list(self.state.subtrees.items()):
+            status = subtree_status(obj, forest, self.state.quota_problems)
+            condition = valid(obj, self.state.quota_problems)
+            said = {**status, "valid": condition}
+            if self._subtree_status.get(ident) == said:
+                continue
+            last = self._subtree_written.get(ident)
+            if last is not None and (now - last).total_seconds() < SUBTREE_EVERY_S:
+                self._dirty.set()  # not now: the next round after the interval
+                continue
+            meta = obj.get("metadata") or {}
+            conditions = set_condition(
+                list((obj.get("status") or {}).get("conditions") or []), type_="Valid",
+                status=condition[0], reason=condition[1], message=condition[2], now=now,
+                generation=int(meta.get("generation", 0) or 0))
+            try:
+                await verbs.merge_patch(self.hub, refs.QUOTASUBTREES, str(meta.get("name")),
+                                        {"status": {**status, "conditions": conditions}},
+                                        namespace=str(meta.get("namespace")),
+                                        subresource="status")
+            except ApiError as err:
+                if self._failed.get(ident) != err.message:
+                    log.warning("QuotaSubtree %s status not written: %s", ident, err)
+                self._failed[ident] = err.message
+                self._dirty.set()
+                continue
+            self._failed.pop(ident, None)
+            self._subtree_status[ident] = said
+            self._subtree_written[ident] = now
 
     async def _write_spoke_status(self, name: str, link: SpokeLink) -> None:
         cluster = link.capacity()

@@ -102,7 +102,8 @@ class Controller:
                                                      workers=self.workers)),
                   ("spoke reconcilers", lambda: run_workers(self.spoke_queue,
                                                            self.leftovers.collect, workers=2)),
-                  ("reports", self.reports.run), *self.extra_tasks]
+                  ("reports", self.reports.run), ("summary", self.reports.summarize),
+                  *self.extra_tasks]
         async with asyncio.TaskGroup() as group:
             group.create_task(self.supervisor.run(*tasks), name="supervisor")
             await self.supervisor.started()

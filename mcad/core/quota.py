@@ -294,6 +294,15 @@ class QuotaForest:
         """What the node's subtree is charged with now."""
         return ResourceList(self._usage[self._node_id(tree, node)])
 
+    def path(self, tree: str, node: str) -> str:
+        """The node's path from its root: ``/root/org/team``."""
+        nodes = self._structure.nodes
+        ids = nodes[self._node_id(tree, node)].path
+        return "/" + "/".join(nodes[i].name for i in reversed(ids))
+
+    def knows(self, tree: str, node: str) -> bool:
+        return (tree, node) in self._structure.index
+
     def limit(self, tree: str, node: str) -> ResourceList:
         """The node's own quota (only the resources it names)."""
         return ResourceList(self._structure.nodes[self._node_id(tree, node)].quota)

@@ -84,6 +84,8 @@ class AppWrapperEntry:
     """Admitted, and being taken back (requeued or evicted): never an eviction victim."""
     draining_for: AppWrapperKey | None = None
     """Being evicted to make room for this AppWrapper."""
+    expected_end: datetime | None = None
+    """Admitted: when its run should end (``dispatchDuration.expected``), for estimates."""
 
 
 @dataclass(frozen=True, slots=True)

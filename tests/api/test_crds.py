@@ -153,7 +153,7 @@ def test_the_field_by_field_comparison_can_fail() -> None:
 
 @pytest.mark.parametrize(("kind", "short", "columns"), [
     ("AppWrapper", "aw", ["State", "Cluster", "Requeues", "Priority", "Message", "Age"]),
-    ("QuotaSubtree", "qst", ["Tree", "Parent", "Age"]),
+    ("QuotaSubtree", "qst", ["Tree", "Parent", "Usage", "Valid", "Age"]),
     ("SpokeCluster", "spoke", ["Ready", "Nodes", "GPUs free", "Reason", "Age"]),
 ])
 def test_names_and_printer_columns(kind: str, short: str, columns: list[str]) -> None:

@@ -82,6 +82,7 @@ class EntryBuilder:
         self._dispatched: datetime | None = None
         self._draining_for: str | None = None
         self._draining = False
+        self._expected_end: datetime | None = None
 
     def priority(self, priority: int) -> EntryBuilder:
         self._priority = priority
@@ -151,6 +152,11 @@ class EntryBuilder:
         self._dispatched = when
         return self
 
+    def expected_end(self, when: datetime) -> EntryBuilder:
+        """Admitted, and declares (``dispatchDuration.expected``) it ends then."""
+        self._expected_end = when
+        return self
+
     def draining(self, for_key: str | None = None) -> EntryBuilder:
         """Being taken back (evicted for ``for_key``, or requeued)."""
         self._draining = True
@@ -170,7 +176,7 @@ class EntryBuilder:
             queued_since=self._queued_since, priority_slope=self._slope,
             dispatched=self._dispatched, draining=self._draining,
             draining_for=(AppWrapperKey(self._draining_for) if self._draining_for
-                          else None))
+                          else None), expected_end=self._expected_end)
 
 
 class SnapshotBuilder:
