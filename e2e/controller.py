@@ -93,7 +93,7 @@ class ControllerProcess:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
             return str(r.read().decode())
 
-    def sample(self, name: str, **labels: str) -> float | None:
+    def sample(self, name: str, /, **labels: str) -> float | None:
         """One sample's value from /metrics (None when absent)."""
         want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
         for line in self.metrics().splitlines():

@@ -52,6 +52,13 @@ _oldest_pending = Gauge(
     "mcad_oldest_pending_seconds",
     "How long the AppWrapper that has waited longest has been in the queue (0: none).",
     registry=REGISTRY)
+_resizes = Counter(
+    "mcad_elastic_resizes_total", "Elastic AppWrappers grown or shrunk, by direction.",
+    ["direction"], registry=REGISTRY)
+_admitted_pods = Gauge(
+    "mcad_appwrapper_admitted_pods",
+    "Pods an elastic AppWrapper runs with now, and its full size (size=admitted|full).",
+    ["namespace", "name", "size"], registry=REGISTRY)
 _cycle_appwrappers = Gauge(
     "mcad_dispatch_cycle_appwrappers", "AppWrappers considered by the last dispatch cycle.",
     registry=REGISTRY)
@@ -262,3 +269,23 @@ def totals() -> tuple[float, float]:
         return sum(sample.value for metric in counter.collect() for sample in metric.samples
                    if sample.name.endswith("_total"))
     return total(_dispatches), total(_requeues)
+
+
+def count_resize(direction: str) -> None:
+    _resizes.labels(direction=direction).inc()
+
+
+_elastic_known: set[tuple[str, str]] = set()
+
+
+def report_elastic(sizes: dict[tuple[str, str], tuple[int, int]]) -> None:
+    """(namespace, name) -> (admitted pods, full pods) of every admitted elastic
+    AppWrapper; the series of those no longer admitted are removed."""
+    for namespace, name in _elastic_known - sizes.keys():
+        for size in ("admitted", "full"):
+            _admitted_pods.remove(namespace, name, size)
+    for (namespace, name), (admitted, full) in sizes.items():
+        _admitted_pods.labels(namespace=namespace, name=name, size="admitted").set(admitted)
+        _admitted_pods.labels(namespace=namespace, name=name, size="full").set(full)
+    _elastic_known.clear()
+    _elastic_known.update(sizes)

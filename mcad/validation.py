@@ -18,7 +18,8 @@ from mcad.api.appwrapper import AppWrapper
 from mcad.api.documents import parse_object
 from mcad.config import RunConfig
 from mcad.core.demand import Demand, DemandError, appwrapper_demand
-from mcad.core.wrapping import Refusal, WrappedObject, wrapped_objects
+from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem
+from mcad.core.wrapping import Refusal, WrappedObject, wrapped_kinds, wrapped_objects
 
 
 @dataclass
@@ -50,6 +51,11 @@ def check_appwrapper(doc: Any, *, config: RunConfig, namespace: str = "") -> App
     except DemandError as err:
         out.problems.append(str(err).rstrip("."))
     meta = doc.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if str(annotations.get(ELASTIC_ANNOTATION, "")).lower() == "true" and out.demand:
+        problem = elastic_problem(out.demand, wrapped_kinds(spec))
+        if problem is not None:
+            out.problems.append(f"metadata.annotations: {problem}")
     planned = wrapped_objects(
         name=str(meta.get("name") or ""), namespace=namespace or str(meta.get("namespace") or ""),
         uid="", spec=spec, kind_allowed=config.kind_allowed,

@@ -298,6 +298,11 @@ class AppWrapperStatus(WireModel):
     run_deadline: Timestamp | None = Field(None, alias="runDeadline")
     """Dispatch time plus schedulingSpec.dispatchDuration.limit: a run still going then
     fails (reason DispatchDeadlineExceeded)."""
+    admitted_pods: int | None = Field(None, alias="admittedPods", ge=0)
+    """Elastic (annotation workload.codeflare.dev/elastic): the pods its Job runs with
+    now (its parallelism), between schedulingSpec.minAvailable and fullPods."""
+    full_pods: int | None = Field(None, alias="fullPods", ge=0)
+    """Elastic: the pods its templates ask for, the size it grows back to."""
     preempted_by: str = Field("", alias="preemptedBy")
     """While it is being evicted to make room for another: that one (namespace/name)."""
     dispatched_spec_hash: str = Field("", alias="dispatchedSpecHash")

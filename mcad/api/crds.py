@@ -93,6 +93,8 @@ RESOURCES: tuple[Resource, ...] = (
             Column("Cluster", "string", ".status.clusterName", "Where it is dispatched"),
             Column("Requeues", "integer", ".status.numberOfRequeueings", "Times requeued"),
             Column("Priority", "integer", ".spec.priority", priority=1),
+            Column("Pods", "integer", ".status.admittedPods",
+                   "Elastic: the pods it runs with now", priority=1),
             Column("Message", "string", ".status.message", priority=1),
             AGE,
         ),

@@ -63,7 +63,7 @@ class Admission:
                         err.message, pause)
             done = False
         if rec.assumed_cluster == cluster and rec.status.get("clusterName") != cluster:
-            rec.assumed_cluster, rec.entry = None, None  # not persisted: undo
+            rec.assumed_cluster, rec.assumed_pods, rec.entry = None, None, None  # undo
             self.changed()
         if done:
             rec.persist_failures, rec.hold_until = 0, None
@@ -95,6 +95,8 @@ class Admission:
             "requeueingTimeInSeconds": readiness_timeout(policy, rec.requeues()),
             "expectedEnd": _after(now, rec.run_expected()),
             "runDeadline": _after(now, rec.run_limit()),
+            **({"admittedPods": rec.admitted_pods() or rec.demand.pods,
+                "fullPods": rec.demand.pods} if rec.elastic and rec.demand else {}),
         }, conditions=(("Queued", "False", "Dispatched", message),
                        ("Dispatched", "True", "Dispatched", message),
                        ("PodsReady", "False", "WaitingForPods", "waiting for the gang's pods")))

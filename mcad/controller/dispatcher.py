@@ -118,10 +118,11 @@ class Dispatcher:
                 rec.hold_until = None
             if rec.queued or rec.admitted:
                 entries.append(rec.core_entry(self.config))
-            if rec.admitted and rec.demand is not None:
+            held_demand = rec.admitted_demand() if rec.admitted else None
+            if held_demand is not None:
                 link = self.state.links.get(rec.cluster)
                 if link is not None:
-                    left = unplaced(rec.demand.pod_sets, link.placed_requests_of(rec.uid))
+                    left = unplaced(held_demand.pod_sets, link.placed_requests_of(rec.uid))
                     if left:
                         reservations.setdefault(rec.cluster, []).append(
                             Reservation(rec.key, left))
@@ -146,6 +147,7 @@ class Dispatcher:
         for dispatch in result.dispatches:
             rec = appwrappers[dispatch.key]
             rec.assumed_cluster, rec.entry, rec.wanted_pending = dispatch.cluster, None, None
+            rec.assumed_pods = dispatch.pods
             self.queue.add(dispatch.key, urgent=True)
         reasons: dict[str, int] = {}
         oldest = now
@@ -169,6 +171,12 @@ class Dispatcher:
             rec.eviction = EvictionOrder(eviction.reason, eviction.message, eviction.for_key,
                                          str(rec.status.get("dispatchTimestamp", "")))
             self.queue.add(eviction.key, urgent=True)
+        for resize in result.resizes:
+            rec = appwrappers[resize.key]
+            wanted_resize = (resize.pods, resize.reason, resize.message)
+            if rec.resize != wanted_resize:
+                rec.resize = wanted_resize
+                self.queue.add(resize.key, urgent=True)
         metrics.report_pending_reasons(reasons)
         metrics.report_oldest_pending((now - oldest).total_seconds())
         self.last = (snapshot, result)

@@ -113,7 +113,25 @@ class Lifecycle:
                                           "backoff")
                 raise  # the work queue retries it after a growing, capped backoff
             await self._creating(rec, None)
+        if rec.resize is not None:
+            await self._resize(rec)
         return await self._progress(rec)
+
+    async def _resize(self, rec: AppWrapperRecord) -> None:
+        """Carry out the dispatcher's resize order for an elastic AppWrapper."""
+        assert rec.resize is not None
+        pods, reason, message = rec.resize
+        if rec.admitted_pods() == pods or not rec.elastic:
+            rec.resize = None
+            return
+        await self.objects.resize(rec, pods)
+        if await self.writer.patch_status(rec, {"admittedPods": pods,
+                                                "message": message}):
+            rec.resize = None
+            metrics.count_resize(reason)
+            self.writer.event(rec, reason="Grown" if reason == "Grow" else "Shrunk",
+                              message=message)
+            self.changed()
 
     async def _creating(self, rec: AppWrapperRecord, retrying: str | None) -> None:
         """Say on the Dispatched condition what creation is retrying (reason Creating),
@@ -157,7 +175,7 @@ class Lifecycle:
         items = [] if isinstance(planned, Refusal) else [
             ItemState(w.completion, link.item_conditions(w.kind, rec.namespace, w.name) or {})
             for w in planned]
-        demand = rec.demand
+        demand = rec.admitted_demand()  # elastic: the size it runs at now
         cond = rec.condition("PodsReady") or {}
         if cond.get("status") == "True":
             unready_since: datetime | None = now  # ready until now: if not any more, from now
@@ -276,13 +294,15 @@ class Lifecycle:
             "requeueingTimeInSeconds": readiness_timeout(policy, count),
             "pending": 0, "running": 0, "Succeeded": 0, "failed": 0, "message": message,
             "componentStatus": [], "dispatchedSpecHash": "", "preemptedBy": "",
-            "expectedEnd": None, "runDeadline": None,
+            "expectedEnd": None, "runDeadline": None, "admittedPods": None,
         }, conditions=(("Requeuing", "False", reason, message),
                        ("Dispatched", "False", "Requeued", message),
                        ("PodsReady", "False", "Requeued", message),
                        ("Queued", "True", "RequeuePause" if counted else reason, message)))
         if ok:
-            rec.objects_ensured, rec.eviction = False, None
+            log.info("%s requeued from cluster %s (%s%s): %s", rec.key, cluster, reason,
+                     "" if counted else ", not counted", why)
+            rec.objects_ensured, rec.eviction, rec.resize = False, None, None
             rec.last_pending, rec.last_pending_at = ("", ""), None
             metrics.count_requeue(reason)
             self.changed()

@@ -29,6 +29,7 @@ from mcad.controller.records import AppWrapperRecord
 from mcad.controller.spokes import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import HubWriter
+from mcad.core.elastic import merged, resized_manifest
 from mcad.core.wrapping import Refusal, WrappedObject, is_ours, owned_by, wrapped_objects
 from mcad.gateway import objects as verbs
 from mcad.gateway import resources as refs
@@ -138,6 +139,11 @@ class ObjectManager:
                 link.watch_kind(ref)
                 manifest = owned_by(wrapped.manifest, name=rec.name, uid=rec.uid) \
                     if link.local else wrapped.manifest
+                pods = rec.admitted_pods()
+                change = None if pods is None else resized_manifest(
+                    wrapped.kind, wrapped.api_version, manifest, pods)
+                if change is not None:  # elastic, started below its full size
+                    manifest = merged(manifest, change)
                 try:
                     await verbs.create(link.conn, ref, manifest, namespace=rec.namespace)
                 except (Invalid, Forbidden) as err:
@@ -189,6 +195,28 @@ class ObjectManager:
                     f"are labelled {MANAGED_LABEL}=true (allowUnmanagedNamespaces)"))
         link.namespaces_made.add(namespace)
         return None
+
+    async def resize(self, rec: AppWrapperRecord, pods: int) -> None:
+        """Run the elastic AppWrapper's objects at ``pods`` pods (its Job's parallelism,
+        its PodGroup's minMember); an API error is raised (the work queue retries)."""
+        link = self.usable_link(rec.cluster)
+        planned = self.plan(rec)
+        if link is None or link.conn is None or link.discovery is None or \
+                isinstance(planned, Refusal):
+            return
+        for wrapped in planned:
+            change = resized_manifest(wrapped.kind, wrapped.api_version, wrapped.manifest, pods)
+            if change is None:
+                continue
+            ref = await link.discovery.resource_for(wrapped.api_version, wrapped.kind)
+            try:
+                await verbs.merge_patch(link.conn, ref, wrapped.name, change,
+                                        namespace=rec.namespace)
+            except NotFound:
+                continue  # not created yet: it is created at the admitted size
+            except ApiError as err:
+                metrics.count_api_error(link.name, err.reason or type(err).__name__)
+                raise
 
     def created(self, rec: AppWrapperRecord) -> list[tuple[str, str, str]]:
         """(apiVersion, kind, name) of what the current dispatch created: as recorded at

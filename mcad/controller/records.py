@@ -19,6 +19,7 @@ from mcad.controller.clock import parse_time
 from mcad.core.capacity import AppWrapperKey, ClusterName
 from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry
 from mcad.core.demand import Demand, DemandError, appwrapper_demand
+from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem, sized
 from mcad.core.placement import ClusterSelector
 from mcad.core.requeue import UNCOUNTED_REASONS, RequeuePolicy
 from mcad.core.wrapping import Refusal, WrappedObject, wrapped_kinds
@@ -70,6 +71,10 @@ class AppWrapperRecord:
     entry: AppWrapperEntry | None = None
     assumed_cluster: str | None = None
     """Dispatched by this process, before the hub has confirmed it."""
+    assumed_pods: int | None = None
+    """Elastic, dispatched below full size by this process: the pods it starts with."""
+    resize: tuple[int, str, str] | None = None
+    """An elastic resize ordered by the dispatcher: (pods, reason, message)."""
     objects_ensured: bool = False
     """The wrapped objects were created (or found) on the cluster by this process."""
     planned: list[WrappedObject] | Refusal | None = None
@@ -147,6 +152,29 @@ class AppWrapperRecord:
         return config.default_requeuing.policy() if spec is None \
             else RequeuePolicy.from_spec(spec)
 
+    @property
+    def elastic(self) -> bool:
+        annotations = self.meta.get("annotations") or {}
+        return str(annotations.get(ELASTIC_ANNOTATION, "")).lower() == "true"
+
+    def admitted_pods(self) -> int | None:
+        """Elastic and admitted: the pods it runs with now (None: its full size)."""
+        if not self.elastic or not self.admitted:
+            return None
+        if self.assumed_pods is not None:
+            return self.assumed_pods
+        pods = self.status.get("admittedPods")
+        return pods if isinstance(pods, int) and not isinstance(pods, bool) else None
+
+    def admitted_demand(self) -> Demand | None:
+        """What it holds now: its demand at its admitted size when elastic."""
+        demand = self.demand
+        if demand is None or not self.elastic or elastic_problem(
+                demand, wrapped_kinds(self.spec)) is not None:
+            return demand
+        pods = self.admitted_pods()
+        return sized(demand, demand.pods if pods is None else min(pods, demand.pods))
+
     def run_limit(self) -> int | None:
         """``schedulingSpec.dispatchDuration.limit`` in seconds (None or 0: no limit)."""
         return self._duration("limit")
@@ -186,7 +214,7 @@ class AppWrapperRecord:
         self.obj = obj
         self.entry = None
         if self.status.get("clusterName") == self.assumed_cluster:
-            self.assumed_cluster = None
+            self.assumed_cluster = self.assumed_pods = None
         generation = int(self.meta.get("generation", 0) or 0)
         if generation != self.demand_generation:
             self.demand_generation = generation
@@ -212,9 +240,21 @@ class AppWrapperRecord:
                 selector = ClusterSelector.from_spec(cluster_scheduling.get("clusterSelector"))
             except ValueError:
                 selector = ClusterSelector.from_spec(None)
+            demand, demand_error = self.demand, self.demand_error
+            elastic_min = full_pods = None
+            if self.elastic and demand is not None:
+                problem = elastic_problem(demand, wrapped_kinds(self.spec))
+                if problem is not None:
+                    demand, demand_error = None, problem
+                else:
+                    elastic_min = demand.min_available
+                    if self.admitted:
+                        full_pods, demand = demand.pods, self.admitted_demand()
+                    else:
+                        demand = sized(demand, demand.pods)
             self.entry = AppWrapperEntry(
                 key=self.key, uid=self.uid, priority=int(self.spec.get("priority", 0) or 0),
-                created=created, demand=self.demand, demand_error=self.demand_error,
+                created=created, demand=demand, demand_error=demand_error,
                 quota_labels=dict(self.meta.get("labels") or {}),
                 clusters=tuple(c.get("name", "") for c in cluster_scheduling.get("clusters")
                                or [] if isinstance(c, dict)),
@@ -228,5 +268,5 @@ class AppWrapperRecord:
                 draining_for=AppWrapperKey(str(self.status["preemptedBy"]))
                 if self.admitted and self.status.get("preemptedBy") else None,
                 expected_end=parse_time(self.status.get("expectedEnd"))
-                if self.admitted else None)
+                if self.admitted else None, elastic_min=elastic_min, full_pods=full_pods)
         return self.entry

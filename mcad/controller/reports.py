@@ -86,6 +86,11 @@ class Reports:
                 if isinstance(assignment, QuotaAssignment):
                     forest.charge(assignment, rec.demand.total)
         metrics.report_appwrapper_states(counts)
+        metrics.report_elastic({
+            (rec.namespace, rec.name): (rec.admitted_pods() or rec.demand.pods,
+                                        rec.demand.pods)
+            for rec in self.state.appwrappers.values()
+            if rec.elastic and rec.admitted and rec.demand is not None})
         for tree, node in forest.nodes():
             metrics.report_quota(tree, node, limit=forest.limit(tree, node),
                                  used=forest.usage(tree, node))

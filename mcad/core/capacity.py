@@ -258,6 +258,11 @@ class NodePool:
         twin._accepting, twin._start = self._accepting, {}
         return twin
 
+    def free_on(self, node: str, resource: str) -> int:
+        """Free ``resource`` on ``node`` now (0 for a node not in the pool)."""
+        index = self._index.get(NodeName(node))
+        return 0 if index is None else self.free[index].get(resource, 0)
+
     def release(self, node: str, requests: ResourceList, sign: int = 1) -> None:
         """Add ``requests`` to ``node``'s free room (``sign=-1``: take them); a node not in
         the pool (not ready, cordoned) is ignored."""

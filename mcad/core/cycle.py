@@ -49,8 +49,9 @@ import bisect
 import functools
 from collections.abc import Mapping, Sequence
 
-from mcad.core.capacity import AppWrapperKey
+from mcad.core.capacity import AppWrapperKey, NodeName
 from mcad.core.demand import Demand
+from mcad.core.elastic import shrink_plan, sized
 from mcad.core.fairness import FairOrder
 from mcad.core.headofline import HeadOfLine, Outcome
 from mcad.core.placement import EVERY_CLUSTER, ClusterBoard, NoFit, Placement, fit_gang
@@ -71,14 +72,17 @@ from mcad.core.snapshot import (
     PendingReason,
     Phase,
     Queued,
+    Resize,
     Snapshot,
 )
 
 __all__ = ["PREEMPTED", "QUEUED", "Admitted", "AppWrapperEntry", "CyclePolicy",
            "CycleResult", "Dispatch", "Eviction", "Pending", "PendingReason", "Phase",
-           "Queued", "Snapshot", "dispatch_cycle"]
+           "Queued", "Resize", "Snapshot", "dispatch_cycle"]
 
 _pending = functools.partial(tuple.__new__, Pending)
+_ROOM_REASONS = (PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY)
+GROW, SHRINK = "Grow", "Shrink"
 """``Pending`` from a 3-tuple without NamedTuple's Python-level ``__new__`` (hot path)."""
 
 
@@ -109,9 +113,12 @@ def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
     for entry in order:
         decider.decide(entry)
 
-    # 5. The decisions.
+    # 5. Elastic AppWrappers grow into what is left (``mcad.core.elastic``).
+    decider.grow()
+
+    # 6. The decisions.
     return CycleResult(tuple(decider.dispatches), tuple(decider.pending),
-                       tuple(decider.evictions))
+                       tuple(decider.evictions), tuple(decider.resizes))
 
 
 class _Decider:
@@ -134,6 +141,7 @@ class _Decider:
         self.dispatches: list[Dispatch] = []
         self.pending: list[Pending] = []
         self.evictions: list[Eviction] = []
+        self.resizes: list[Resize] = []
         self.admitted: list[tuple[AppWrapperEntry, QuotaAssignment]] = []
         self.draining_for: dict[AppWrapperKey, list[AppWrapperEntry]] = {}
         # Quota eviction candidates, lowest priority first, built on the first preemption.
@@ -154,6 +162,8 @@ class _Decider:
         # Who took each quota assignment's one preemption turn, and whether it evicted.
         self.preempt_turns: dict[QuotaAssignment, tuple[AppWrapperKey, bool]] = {}
         self.capacity_turn: AppWrapperKey | None = None
+        self.shrinking: set[str] = set()
+        """Elastic AppWrappers ordered to shrink this cycle (they do not grow)."""
 
     def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:
         """The quota assignment for ``labels``, one object per label set in a cycle."""
@@ -227,7 +237,7 @@ class _Decider:
         quota_key = (id(assignment), tuple(total.items()))
         cached = self._quota_no.get(quota_key)
         if cached is not None:
-            if self.line.seen:
+            if self.line.seen and entry.elastic_min is None:
                 self.pending.append(_pending((entry.key, cached[0], cached[1])))
             else:
                 self.blocked(entry, demand, assignment, candidates, cached, by_quota=True)
@@ -269,6 +279,9 @@ class _Decider:
                 self.blocked(entry, demand, assignment, candidates, outcome, by_quota=True)
                 return False
         assert problem is not None
+        if entry.elastic_min is not None and \
+                self.start_small(entry, demand, assignment, candidates):
+            return False  # started smaller: nobody evicted for it
         message = problem.message
         cache = True
         if self.preemption.any and problem.reason == PendingReason.QUOTA_EXCEEDED:
@@ -443,6 +456,9 @@ class _Decider:
         shape = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
                        for s in demand.pod_sets), candidates)
         cached = self._capacity_no.get(shape)
+        if cached is not None and entry.elastic_min is not None and \
+                self.start_small(entry, demand, assignment, candidates):
+            return None  # started smaller: nobody evicted for it
         if cached is not None:
             if not self.preempt_capacity(entry, demand, assignment, candidates):
                 self.blocked(entry, demand, assignment, candidates, cached, by_quota=False)
@@ -460,6 +476,9 @@ class _Decider:
                 message += "; it does not fit even with nothing else running"
             outcome = (PendingReason.INSUFFICIENT_CAPACITY, message, not never)
         self._capacity_no[shape] = outcome
+        if entry.elastic_min is not None and outcome[0] == PendingReason.INSUFFICIENT_CAPACITY \
+                and self.start_small(entry, demand, assignment, candidates):
+            return None  # started smaller: nobody evicted for it
         if outcome[0] == PendingReason.INSUFFICIENT_CAPACITY and outcome[2] and \
                 self.preempt_capacity(entry, demand, assignment, candidates):
             return None
@@ -478,6 +497,8 @@ class _Decider:
         if not lower:
             return False
         self.capacity_turn = entry.key
+        if self.shrink_for(entry, demand, lower, candidates):
+            return True
         best: tuple[tuple[int, int, int, str], int, list[Holder]] | None = None
         for i in self.line.open(candidates):
             cluster = self.board.clusters[i]
@@ -506,11 +527,114 @@ class _Decider:
                   f"{self.board.clusters[index].name} to be evicted: {', '.join(keys)}")
         return True
 
+    # -- elastic ---------------------------------------------------------------------------
+
+    def start_small(self, entry: AppWrapperEntry, demand: Demand,
+                    assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
+        """Dispatch an elastic ``entry`` at the largest size down to its minimum that fits
+        quota and one cluster now; True when done."""
+        minimum = entry.elastic_min
+        assert minimum is not None
+        quota = self.line.held_quota or self.quota
+        for pods in range(demand.pods - 1, minimum - 1, -1):
+            trial = sized(demand, pods)
+            if quota.fits(assignment, trial.total) is not None:
+                continue
+            placement = self.board.place(trial, self.line.open(candidates),
+                                         policy=self.policy.placement,
+                                         avoid=entry.avoid_cluster)
+            if isinstance(placement, Placement):
+                self.charge(assignment, trial.total)
+                self.dispatches.append(Dispatch(entry.key, placement.cluster, placement, pods))
+                return True
+        return False
+
+    def grow(self) -> None:
+        """Admitted elastic AppWrappers below full size take what is left on their own
+        cluster and in quota, highest priority first: after every queued AppWrapper was
+        decided, so growth never takes room from one that fits, nor from the head of the
+        line (its held quota and closed cluster are respected)."""
+        growing = [(e, a) for e, a in self.admitted
+                   if e.elastic_min is not None and e.full_pods is not None
+                   and e.demand is not None and e.demand.pods < e.full_pods
+                   and not e.draining and e.key not in self.evicted
+                   and e.key not in self.shrinking]
+        growing.sort(key=lambda ea: (-ea[0].priority, ea[0].dispatched or self.now, ea[0].key))
+        quota = self.line.held_quota or self.quota
+        for entry, assignment in growing:
+            assert entry.demand is not None and entry.full_pods is not None
+            assert isinstance(entry.phase, Admitted)
+            index = self.board.index(entry.phase.cluster)
+            if index is None or not self.line.open((index,)):
+                continue
+            for extra in range(entry.full_pods - entry.demand.pods, 0, -1):
+                more = sized(entry.demand, extra)
+                if quota.fits(assignment, more.total) is not None:
+                    continue
+                if isinstance(fit_gang(self.board.pools[index], more, explain=False), str):
+                    continue
+                self.charge(assignment, more.total)
+                size = entry.demand.pods + extra
+                self.resizes.append(Resize(entry.key, size, GROW,
+                                           f"room for {extra} more pod"
+                                           f"{'s' if extra > 1 else ''}: grows to {size} of "
+                                           f"{entry.full_pods}"))
+                break
+
+    def shrink_for(self, entry: AppWrapperEntry, demand: Demand,
+                   lower: Sequence[AppWrapperEntry], candidates: tuple[int, ...]) -> bool:
+        """Make room for ``entry`` on one cluster by shrinking lower-priority elastic
+        AppWrappers there (never below their minimum); True when that is enough (orders
+        recorded, room held, ``entry`` pending), False to evict instead."""
+        best: tuple[tuple[int, str], int, dict[str, tuple[int, list[tuple[NodeName,
+                                                                     ResourceList]]]]] | None
+        best = None
+        for i in self.line.open(candidates):
+            cluster = self.board.clusters[i]
+            elastic = sorted(
+                (e for e in lower if e.elastic_min is not None and e.demand is not None
+                 and isinstance(e.phase, Admitted) and e.phase.cluster == cluster.name),
+                key=lambda e: (e.priority, -(e.dispatched or self.now).timestamp(), e.key))
+            if not elastic:
+                continue
+            plan = shrink_plan(demand, self.board.pools[i], [
+                (Holder(e.key, e.priority, cluster.name, e.demand.total, e.dispatched,
+                        cluster.held_by.get(e.key, ())),
+                 e.demand.pods, e.elastic_min or 0, e.demand.pod_sets[0].requests)
+                for e in elastic if e.demand is not None])
+            if plan is None:
+                continue
+            gone = sum(len(pods) for _, pods in plan.values())
+            if best is None or (gone, cluster.name) < best[0]:
+                best = ((gone, cluster.name), i, plan)
+        if best is None:
+            return False
+        _, index, plan = best
+        name = self.board.clusters[index].name
+        for key, (size, _) in sorted(plan.items()):
+            self.shrinking.add(key)
+            self.resizes.append(Resize(AppWrapperKey(key), size, SHRINK,
+                                       f"shrunk to {size} pods to make room for {entry.key} "
+                                       f"(priority {entry.priority}) on cluster {name}"))
+        leaving = [Holder(AppWrapperKey(key), 0, name, ResourceList(), None, tuple(pods))
+                   for key, (_, pods) in plan.items()]
+        self.hold(demand, index, leaving)
+        what = ", ".join(f"{key} to {size} pods" for key, (size, _) in sorted(plan.items()))
+        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
+                  f"waiting for elastic AppWrappers on cluster {name} to shrink: {what}"
+                  if plan else f"waiting for elastic AppWrappers on cluster {name} to "
+                               "finish shrinking")
+        return True
+
     # -- head of line ----------------------------------------------------------------------
 
     def blocked(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
                 candidates: tuple[int, ...], outcome: Outcome, *, by_quota: bool) -> None:
-        """Record ``outcome``; the first AppWrapper that could run may become the head."""
+        """Record ``outcome``; the first AppWrapper that could run may become the head.
+        An elastic one refused for quota or room first tries to start smaller."""
+        if entry.elastic_min is not None and outcome[0] in _ROOM_REASONS and \
+                self.start_small(entry, demand, assignment, candidates):
+            return
         self.pend(entry, outcome[0], outcome[1])
         self.line.consider(entry, demand, assignment, candidates, outcome, by_quota=by_quota,
                            quota=self.quota)

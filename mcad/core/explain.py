@@ -119,7 +119,9 @@ def explain(snapshot: Snapshot, result: CycleResult, key: AppWrapperKey) -> Expl
         return None
     pending_keys = [p.key for p in result.pending]
     if isinstance(entry.phase, Admitted):
-        return Explanation(key, "Running", f"dispatched to cluster {entry.phase.cluster}",
+        size = (f", running {entry.demand.pods} of its {entry.full_pods} pods (elastic)"
+                if entry.full_pods is not None and entry.demand is not None else "")
+        return Explanation(key, "Running", f"dispatched to cluster {entry.phase.cluster}{size}",
                            None, (), (), (), None, "")
     dispatched = next((d for d in result.dispatches if d.key == key), None)
     pending = next((p for p in result.pending if p.key == key), None)

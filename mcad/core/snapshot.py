@@ -86,6 +86,10 @@ class AppWrapperEntry:
     """Being evicted to make room for this AppWrapper."""
     expected_end: datetime | None = None
     """Admitted: when its run should end (``dispatchDuration.expected``), for estimates."""
+    elastic_min: int | None = None
+    """Elastic (``mcad.core.elastic``): the fewest pods it may run with; None: a gang."""
+    full_pods: int | None = None
+    """Elastic and admitted: its full size (``demand`` is then its admitted size)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +121,18 @@ class Dispatch(NamedTuple):
     key: AppWrapperKey
     cluster: ClusterName
     placement: Placement
+    pods: int | None = None
+    """Elastic, dispatched below its full size: the pods it starts with."""
+
+
+class Resize(NamedTuple):
+    """An admitted elastic AppWrapper grows or shrinks to ``pods``."""
+
+    key: AppWrapperKey
+    pods: int
+    reason: str
+    """``Grow``, or ``Shrink`` (to make room for ``message``'s AppWrapper)."""
+    message: str
 
 
 class Pending(NamedTuple):
@@ -137,3 +153,4 @@ class CycleResult:
     dispatches: tuple[Dispatch, ...]
     pending: tuple[Pending, ...]
     evictions: tuple[Eviction, ...]
+    resizes: tuple[Resize, ...] = ()

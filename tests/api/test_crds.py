@@ -152,7 +152,7 @@ def test_the_field_by_field_comparison_can_fail() -> None:
 
 
 @pytest.mark.parametrize(("kind", "short", "columns"), [
-    ("AppWrapper", "aw", ["State", "Cluster", "Requeues", "Priority", "Message", "Age"]),
+    ("AppWrapper", "aw", ["State", "Cluster", "Requeues", "Priority", "Pods", "Message", "Age"]),
     ("QuotaSubtree", "qst", ["Tree", "Parent", "Usage", "Valid", "Age"]),
     ("SpokeCluster", "spoke", ["Ready", "Nodes", "GPUs free", "Reason", "Age"]),
 ])

@@ -27,6 +27,7 @@ from mcad.core.cycle import (
     Snapshot,
 )
 from mcad.core.demand import Demand, PodSet, appwrapper_demand
+from mcad.core.elastic import sized
 from mcad.core.placement import ClusterSelector, PlacementPolicy
 from mcad.core.preemption import PreemptionPolicy
 from mcad.core.quota import QuotaForest
@@ -83,6 +84,7 @@ class EntryBuilder:
         self._draining_for: str | None = None
         self._draining = False
         self._expected_end: datetime | None = None
+        self._elastic: tuple[int, int | None] | None = None
 
     def priority(self, priority: int) -> EntryBuilder:
         self._priority = priority
@@ -152,6 +154,11 @@ class EntryBuilder:
         self._dispatched = when
         return self
 
+    def elastic(self, minimum: int, *, running: int | None = None) -> EntryBuilder:
+        """Elastic down to ``minimum`` pods; admitted, it runs ``running`` of its pods."""
+        self._elastic = (minimum, running)
+        return self
+
     def expected_end(self, when: datetime) -> EntryBuilder:
         """Admitted, and declares (``dispatchDuration.expected``) it ends then."""
         self._expected_end = when
@@ -167,6 +174,13 @@ class EntryBuilder:
         demand = self._demand
         if demand is None and self._demand_error is None:
             demand = appwrapper_demand(self.wire.spec())
+        elastic_min = full_pods = None
+        if self._elastic is not None:
+            elastic_min, running = self._elastic
+            if running is not None and demand is not None:
+                full_pods, demand = demand.pods, sized(demand, running)
+            elif demand is not None:
+                demand = sized(demand, demand.pods)
         return AppWrapperEntry(
             key=AppWrapperKey(self.key), uid=self._uid, priority=self._priority,
             created=self._created, demand=None if self._demand_error else demand,
@@ -176,7 +190,8 @@ class EntryBuilder:
             queued_since=self._queued_since, priority_slope=self._slope,
             dispatched=self._dispatched, draining=self._draining,
             draining_for=(AppWrapperKey(self._draining_for) if self._draining_for
-                          else None), expected_end=self._expected_end)
+                          else None), expected_end=self._expected_end,
+            elastic_min=elastic_min, full_pods=full_pods)
 
 
 class SnapshotBuilder:

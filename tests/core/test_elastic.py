@@ -1,0 +1,211 @@
+"""Elastic AppWrappers in the dispatch cycle: start with the pods there is room for,
+grow last (never ahead of a waiting AppWrapper that fits), shrink before anyone is
+evicted, never below the minimum, never over a node or a hard quota."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mcad.core.capacity import AppWrapperKey
+from mcad.core.cycle import Resize, dispatch_cycle
+from mcad.core.snapshot import Admitted, Snapshot
+from tests.builders.clusters import ClusterBuilder, make_cluster
+from tests.builders.quota import make_tree
+from tests.builders.snapshots import at, make_entry, make_snapshot
+
+KEY = AppWrapperKey("default/elastic")
+
+
+def cluster(used: int, held: dict[str, list[int]] | None = None) -> ClusterBuilder:
+    """4 nodes x 8 GPUs, the first ``used`` full; ``held``: key -> node indexes it runs on."""
+    c = make_cluster("spoke-1").nodes(4, gpu=8)
+    for i in range(used):
+        c.used(i, gpu=8)
+    for key, nodes in (held or {}).items():
+        for i in nodes:
+            c.held(key, i, gpu=8)
+    return c
+
+
+def test_it_starts_with_the_pods_there_is_room_for() -> None:
+    snapshot = make_snapshot(now=at(10)).clusters(cluster(used=3)).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1)).obj()
+    result = dispatch_cycle(snapshot)
+    (dispatch,) = result.dispatches
+    assert (dispatch.key, dispatch.pods) == (KEY, 1)
+    assert result.pending == ()
+
+
+def test_it_starts_small_rather_than_evict_lower_priority_work() -> None:
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=3, held={"default/low": [0, 1, 2]})).policy(priority=True).add(
+        make_entry("low").job(pods=3, gpu=8).admitted("spoke-1").dispatched(at(0)),
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1).priority(5)).obj()
+    result = dispatch_cycle(snapshot)
+    assert result.evictions == ()
+    assert [(d.key, d.pods) for d in result.dispatches] == [(KEY, 1)]
+
+
+def test_a_gang_that_fits_whole_starts_whole() -> None:
+    snapshot = make_snapshot(now=at(10)).clusters(cluster(used=0)).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1)).obj()
+    (dispatch,) = dispatch_cycle(snapshot).dispatches
+    assert dispatch.pods is None
+
+
+def test_below_its_minimum_it_waits_like_a_gang() -> None:
+    snapshot = make_snapshot(now=at(10)).clusters(cluster(used=3)).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(2)).obj()
+    result = dispatch_cycle(snapshot)
+    assert result.dispatches == ()
+    assert result.pending[0].reason == "InsufficientCapacity"
+
+
+def test_it_grows_into_room_that_appears_on_its_cluster() -> None:
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=1, held={"default/elastic": [0]})).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1, running=1).admitted("spoke-1")
+        .dispatched(at(0))).obj()
+    result = dispatch_cycle(snapshot)
+    assert result.resizes == (Resize(KEY, 4, "Grow", "room for 3 more pods: grows to 4 of 4"),)
+
+
+def test_growth_never_takes_room_from_a_waiting_appwrapper_that_fits() -> None:
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=1, held={"default/elastic": [0]})).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1, running=1).admitted("spoke-1")
+        .dispatched(at(0)).priority(50),
+        make_entry("waiting").job(pods=2, gpu=8).created(at(5))).obj()
+    result = dispatch_cycle(snapshot)
+    assert [d.key for d in result.dispatches] == ["default/waiting"]
+    assert result.resizes == (Resize(KEY, 2, "Grow", "room for 1 more pod: grows to 2 of 4"),)
+
+
+def test_priority_preemption_shrinks_an_elastic_appwrapper_instead_of_evicting_it() -> None:
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=4, held={"default/elastic": [0, 1, 2, 3]})).policy(priority=True).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1, running=4).admitted("spoke-1")
+        .dispatched(at(0)).priority(1),
+        make_entry("urgent").job(pods=2, gpu=8).priority(100)).obj()
+    result = dispatch_cycle(snapshot)
+    assert result.evictions == ()
+    (resize,) = result.resizes
+    assert (resize.key, resize.pods, resize.reason) == (KEY, 2, "Shrink")
+    (pending,) = result.pending
+    assert pending.reason == "WaitingForPreemption"
+    assert "default/elastic to 2 pods" in pending.message
+
+
+def test_a_shrink_under_way_is_waited_for_not_ordered_again() -> None:
+    # Admitted at 2 (the shrink was written), 4 pods still bound: 2 are leaving.
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=4, held={"default/elastic": [0, 1, 2, 3]})).policy(priority=True).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1, running=2).admitted("spoke-1")
+        .dispatched(at(0)).priority(1),
+        make_entry("urgent").job(pods=2, gpu=8).priority(100)).obj()
+    result = dispatch_cycle(snapshot)
+    assert (result.evictions, result.resizes) == ((), ())
+    assert "to finish shrinking" in result.pending[0].message
+
+
+def test_when_shrinking_to_the_minimum_is_not_enough_whole_appwrappers_are_evicted() -> None:
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=4, held={"default/elastic": [0, 1], "default/gang": [2, 3]})
+    ).policy(priority=True).add(
+        make_entry("elastic").job(pods=2, gpu=8).elastic(2, running=2).admitted("spoke-1")
+        .dispatched(at(0)).priority(1),
+        make_entry("gang").job(pods=2, gpu=8).admitted("spoke-1").dispatched(at(1))
+        .priority(1),
+        make_entry("urgent").job(pods=2, gpu=8).priority(100)).obj()
+    result = dispatch_cycle(snapshot)
+    assert result.resizes == ()
+    assert len(result.evictions) == 1
+
+
+# -- properties ----------------------------------------------------------------------------
+
+@st.composite
+def elastic_worlds(draw: st.DrawFn) -> Snapshot:
+    used = draw(st.integers(0, 4))
+    quota = draw(st.integers(8, 40))
+    tree = make_tree("t").node("root", gpu=quota).build()
+    c = cluster(used=0)
+    entries = []
+    node = 0
+    for i in range(draw(st.integers(0, 2))):  # admitted elastic ones
+        full = draw(st.integers(1, 4))
+        running = draw(st.integers(1, full))
+        minimum = draw(st.integers(1, running))
+        nodes = list(range(node, min(4, node + running)))
+        if len(nodes) < running:
+            break
+        node += running
+        for n in nodes:
+            c.used(n, gpu=8).held(f"default/e{i}", n, gpu=8)
+        entries.append(make_entry(f"e{i}").job(pods=full, gpu=8).elastic(minimum,
+                                                                          running=running)
+                       .admitted("spoke-1").dispatched(at(i)).labels(t="root")
+                       .priority(draw(st.integers(0, 2))))
+    for n in range(node, min(4, node + used)):
+        c.used(n, gpu=8)
+    for i in range(draw(st.integers(0, 3))):
+        pods = draw(st.integers(1, 4))
+        entry = make_entry(f"q{i}").job(pods=pods, gpu=draw(st.sampled_from([4, 8]))) \
+            .labels(t="root").created(at(10 + i)).priority(draw(st.integers(0, 3)))
+        if draw(st.booleans()):
+            entry = entry.elastic(draw(st.integers(1, pods)))
+        entries.append(entry)
+    return make_snapshot(now=at(100)).clusters(c).quota(tree) \
+        .policy(priority=draw(st.booleans())).add(*entries).obj()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(elastic_worlds())
+def test_never_below_the_minimum_never_over_quota_or_nodes(snapshot: Snapshot) -> None:
+    result = dispatch_cycle(snapshot)
+    entries = {e.key: e for e in snapshot.appwrappers}
+    for dispatch in result.dispatches:
+        minimum = entries[dispatch.key].elastic_min
+        if dispatch.pods is not None:
+            assert minimum is not None and minimum <= dispatch.pods
+    for resize in result.resizes:
+        entry = entries[resize.key]
+        assert entry.elastic_min is not None and entry.full_pods is not None
+        assert entry.elastic_min <= resize.pods <= entry.full_pods
+    # The hard root quota: what the cycle adds (dispatches, growth) fits in what is left.
+    limit = snapshot.quota.limit("t", "root")["nvidia.com/gpu"]
+    before = sum(e.demand.total.get("nvidia.com/gpu", 0) for e in snapshot.appwrappers
+                 if e.demand is not None and isinstance(e.phase, Admitted))
+    added = 0
+    for dispatch in result.dispatches:
+        demand = entries[dispatch.key].demand
+        assert demand is not None
+        added += demand.pod_sets[0].requests["nvidia.com/gpu"] * (dispatch.pods or demand.pods)
+    for resize in result.resizes:
+        demand = entries[resize.key].demand
+        assert demand is not None
+        if resize.pods > demand.pods:
+            added += demand.pod_sets[0].requests["nvidia.com/gpu"] * (resize.pods - demand.pods)
+    assert added == 0 or before + added <= limit
+    # Nodes: growth and dispatches fit in what the nodes have free.
+    (capacity,) = snapshot.clusters
+    free = sum(n.allocatable.get("nvidia.com/gpu", 0) - n.requested.get("nvidia.com/gpu", 0)
+               for n in capacity.nodes)
+    assert added <= max(free, 0) or result.evictions or any(
+        r.reason == "Shrink" for r in result.resizes)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(elastic_worlds())
+def test_growth_never_jumps_the_queue(snapshot: Snapshot) -> None:
+    with_growth = dispatch_cycle(snapshot)
+    frozen = Snapshot(now=snapshot.now, clusters=snapshot.clusters, quota=snapshot.quota,
+                      policy=snapshot.policy, appwrappers=tuple(
+                          e if e.full_pods is None else
+                          type(e)(**{**{f: getattr(e, f) for f in e.__slots__},
+                                     "full_pods": e.demand.pods if e.demand else None})
+                          for e in snapshot.appwrappers))
+    without = dispatch_cycle(frozen)
+    assert [(d.key, d.pods) for d in with_growth.dispatches] == \
+        [(d.key, d.pods) for d in without.dispatches]
