@@ -50,6 +50,9 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/dispatch_cycle.py
 	$(BIN)/python benchmarks/fair_sharing.py
+	$(BIN)/python benchmarks/seed002.py
+	$(BIN)/python benchmarks/seed000.py
+	$(BIN)/python benchmarks/scale.py
 
 clean:
 	-$(BIN)/python -m e2e.cluster down --dir tb

@@ -1,0 +1,342 @@
+"""mcad at scale on the test bed: 3 spokes x 1,000 KWOK nodes, 10,000 AppWrappers.
+
+    .venv/bin/python benchmarks/scale.py [--nodes 1000] [--appwrappers 10000]
+        [--ceiling 2000] [--no-write]
+
+1. The ceiling, from the same run: a plain asyncio client doing the API writes mcad does
+   per dispatch (finalizer patch and status patch on the hub AppWrapper, the Job create
+   on a spoke), 64 at a time, as fast as these API servers accept them.
+2. ``--appwrappers`` small AppWrappers (1 pod x 1 GPU) are queued while mcad is
+   stopped; mcad is started and the clock runs from its /readyz until the last wrapped
+   Job is seen on a spoke: sustained dispatches per second, over time.
+3. While the backlog drains, one probe AppWrapper of priority 100 a second: its
+   dispatch latency (created to its Job seen on a spoke), p50 / p99.
+4. The dispatch cycle's duration (from mcad's histogram), and the controller's RSS and
+   CPU (from /proc), sampled every second.
+
+Writes docs/benchmarks.md "Scale" and docs/img/scale-throughput.png unless --no-write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bedtools import (
+    REPO,
+    Mcad,
+    connected,
+    install_mcad,
+    say,
+    start_mcad,
+    stop_mcad,
+    testbed,
+    write_section,
+)
+
+from e2e.cluster.topology import TestbedSpec
+from mcad.core.wrapping import UID_LABEL
+from mcad.gateway import objects as verbs
+from mcad.gateway import resources as refs
+from mcad.gateway.connection import Connection
+from mcad.gateway.resources import ResourceRef
+from mcad.gateway.watch import Changed, Relisted, watch_objects
+
+JOBS = ResourceRef("batch/v1", "Job", "jobs", True)
+SPOKES = ("spoke-1", "spoke-2", "spoke-3")
+CONCURRENCY = 64
+
+
+def small_aw(name: str, priority: int = 0) -> dict[str, Any]:
+    return {"apiVersion": "workload.codeflare.dev/v1beta1", "kind": "AppWrapper",
+            "metadata": {"name": name},
+            "spec": {"priority": priority, "resources": {"GenericItems": [{"generictemplate": {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+                "spec": {"parallelism": 1, "completions": 1, "template": {"spec": {
+                    "restartPolicy": "Never", "containers": [{
+                        "name": "main", "image": "busybox",
+                        "resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "100m"},
+                                      "limits": {"nvidia.com/gpu": "1"}}}]}}}}}]}}}
+
+
+async def bounded(items: list[Any], work: Any, limit: int = CONCURRENCY) -> None:
+    sem = asyncio.Semaphore(limit)
+
+    async def one(item: Any) -> None:
+        async with sem:
+            await work(item)
+
+    await asyncio.gather(*(one(i) for i in items))
+
+
+# -- 1. the ceiling ------------------------------------------------------------------------
+
+async def ceiling(hub: Connection, spokes: list[Connection], count: int) -> float:
+    """AppWrappers per second a plain client gets through mcad's three writes each."""
+    ns = "ceiling"
+    await verbs.create(hub, refs.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": ns}})
+    for spoke in spokes:
+        await verbs.create(spoke, refs.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": ns}})
+    names = [f"c-{i:05d}" for i in range(count)]
+    await bounded(names, lambda n: verbs.create(hub, refs.APPWRAPPERS, small_aw(n),
+                                                namespace=ns))
+    say(f"ceiling: {count} AppWrappers made; timing the three writes of each")
+
+    async def dispatch_like(index_name: tuple[int, str]) -> None:
+        index, name = index_name
+        await verbs.merge_patch(hub, refs.APPWRAPPERS, name, {"metadata": {
+            "finalizers": ["workload.codeflare.dev/finalizer"]}}, namespace=ns)
+        await verbs.merge_patch(hub, refs.APPWRAPPERS, name, {"status": {
+            "state": "Running", "clusterName": SPOKES[index % len(spokes)]}},
+            namespace=ns, subresource="status")
+        job = small_aw(name)["spec"]["resources"]["GenericItems"][0]["generictemplate"]
+        await verbs.create(spokes[index % len(spokes)], JOBS, job, namespace=ns)
+
+    started = time.monotonic()
+    await bounded(list(enumerate(names)), dispatch_like)
+    rate = count / (time.monotonic() - started)
+    say(f"ceiling: {rate:.0f} AppWrappers/s")
+    for name in names:  # out of mcad's way: no finalizer, no Job
+        await verbs.merge_patch(hub, refs.APPWRAPPERS, name, {"metadata": {"finalizers": []}},
+                                namespace=ns)
+    await verbs.delete(hub, refs.NAMESPACES, ns)
+    for spoke in spokes:
+        await verbs.delete(spoke, refs.NAMESPACES, ns)
+    return rate
+
+
+# -- 2-4. mcad -------------------------------------------------------------------------------
+
+@dataclass
+class Seen:
+    jobs: dict[str, float] = field(default_factory=dict)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def follow(self, conn: Connection) -> None:
+        async for event in watch_objects(conn, JOBS, label_selector=UID_LABEL):
+            items = event.items if isinstance(event, Relisted) else \
+                [event.obj] if isinstance(event, Changed) else []
+            now = time.monotonic()
+            for job in items:
+                self.jobs.setdefault(job["metadata"]["name"], now)
+            self.changed.set()
+
+
+@dataclass
+class Samples:
+    rss_mb: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    """CPU seconds per second (1.0 = one core busy)."""
+
+
+def read_proc(pid: int) -> tuple[str, list[str]]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return status, stat
+
+
+async def sample_process(pid: int, out: Samples) -> None:
+    ticks = os.sysconf("SC_CLK_TCK")
+    last: tuple[float, float] | None = None
+    while True:
+        try:
+            status, stat = read_proc(pid)  # /proc reads do not block
+        except OSError:
+            return
+        rss_kb = next(int(line.split()[1]) for line in status.splitlines()
+                      if line.startswith("VmRSS:"))
+        out.rss_mb.append(rss_kb / 1024)
+        cpu_s = (int(stat[11]) + int(stat[12])) / ticks
+        now = time.monotonic()
+        if last is not None:
+            out.cpu.append((cpu_s - last[1]) / (now - last[0]))
+        last = (now, cpu_s)
+        await asyncio.sleep(1)
+
+
+def cycle_quantile(metrics_text: str, q: float) -> float:
+    """A quantile of mcad_dispatch_cycle_duration_seconds, interpolated in its buckets."""
+    buckets: list[tuple[float, float]] = []
+    for line in metrics_text.splitlines():
+        if line.startswith("mcad_dispatch_cycle_duration_seconds_bucket"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float("inf") if le == "+Inf" else float(le),
+                            float(line.rsplit(" ", 1)[1])))
+    total = buckets[-1][1] if buckets else 0
+    if not total:
+        return float("nan")
+    want = q * total
+    lower, below = 0.0, 0.0
+    for upper, count in buckets:
+        if count >= want:
+            if upper == float("inf"):
+                return lower
+            return lower + (upper - lower) * (want - below) / max(count - below, 1e-9)
+        lower, below = upper, count
+    return lower
+
+
+async def drain(state: Any, hub: Connection, spokes: list[Connection], count: int,
+                log: Path) -> dict[str, Any]:
+    ns = "scale"
+    await verbs.create(hub, refs.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": ns}})
+    names = [f"aw-{i:05d}" for i in range(count)]
+    started = time.monotonic()
+    await bounded(names, lambda n: verbs.create(hub, refs.APPWRAPPERS, small_aw(n),
+                                                namespace=ns))
+    say(f"queued {count} AppWrappers in {time.monotonic() - started:.0f}s; starting mcad")
+    seen = Seen()
+    watchers = [asyncio.create_task(seen.follow(s)) for s in spokes]
+    launched = time.monotonic()
+    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log)
+    ready = time.monotonic()
+    samples = Samples()
+    sampler = asyncio.create_task(sample_process(mcad.proc.pid, samples))
+    probes: dict[str, float] = {}
+
+    async def probe_loop() -> None:
+        index = 0
+        while True:
+            name = f"probe-{index:04d}"
+            probes[name] = time.monotonic()
+            await verbs.create(hub, refs.APPWRAPPERS, small_aw(name, priority=100),
+                               namespace=ns)
+            index += 1
+            await asyncio.sleep(1)
+
+    prober = asyncio.create_task(probe_loop())
+    wanted = set(names)
+    last_report = time.monotonic()
+    try:
+        while not wanted <= seen.jobs.keys():
+            seen.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(seen.changed.wait(), 10)
+            if time.monotonic() - launched > 3600:
+                raise SystemExit("the backlog did not drain in an hour")
+            if time.monotonic() - last_report > 15:
+                done = len(wanted & seen.jobs.keys())
+                rss = samples.rss_mb[-1] if samples.rss_mb else 0
+                say(f"mcad: {done}/{count} dispatched, {time.monotonic() - ready:.0f}s since "
+                    f"ready, RSS {rss:.0f} MB")
+                last_report = time.monotonic()
+        prober.cancel()
+        metrics_text = mcad.metrics()
+    finally:
+        stop_mcad(mcad)
+        sampler.cancel()
+        for w in watchers:
+            w.cancel()
+    last = max(seen.jobs[n] for n in names)
+    latencies = sorted(seen.jobs[p] - t for p, t in probes.items() if p in seen.jobs)
+    timeline = sorted(seen.jobs[n] - ready for n in names)
+    return {
+        "appwrappers": count, "startup_s": ready - launched,
+        "drain_s": last - ready, "throughput": count / (last - ready),
+        "probe_p50_ms": 1000 * statistics.median(latencies) if latencies else float("nan"),
+        "probe_p99_ms": 1000 * latencies[min(len(latencies) - 1,
+                                             round(0.99 * (len(latencies) - 1)))]
+        if latencies else float("nan"),
+        "probes": len(latencies),
+        "cycle_p50_ms": 1000 * cycle_quantile(metrics_text, 0.5),
+        "cycle_p99_ms": 1000 * cycle_quantile(metrics_text, 0.99),
+        "rss_max_mb": max(samples.rss_mb, default=0.0),
+        "cpu_mean": statistics.fmean(samples.cpu) if samples.cpu else 0.0,
+        "timeline": timeline,
+    }
+
+
+def plot(timeline: list[float], path: Path) -> None:
+    import matplotlib  # noqa: PLC0415  (only the written figures need it: the bench extra)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    width = 5.0
+    end = max(timeline) if timeline else 0.0
+    edges = [i * width for i in range(int(end // width) + 2)]
+    rates = [sum(1 for t in timeline if a <= t < b) / width
+             for a, b in itertools.pairwise(edges)]
+    fig, ax = plt.subplots(figsize=(9, 3))
+    ax.step(edges[:-1], rates, where="post")
+    ax.set_xlabel("seconds since mcad was ready")
+    ax.set_ylabel("AppWrappers dispatched / s")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def render(f: dict[str, Any], nodes: int, roof: float) -> str:
+    share = f["throughput"] / roof if roof else 0.0
+    return "\n".join([
+        "## Scale (3 spokes x 1,000 nodes, 10,000 AppWrappers)", "",
+        f"Measured on {time.strftime('%Y-%m-%d')} by `python benchmarks/scale.py --nodes "
+        f"{nodes} --appwrappers {f['appwrappers']}` ({platform.machine()}, 2 cores; the "
+        f"hub, 3 spokes x {nodes} KWOK nodes x 8 GPUs, their etcd, KWOK and mcad all on "
+        "this machine).", "",
+        "| what | figure | target |", "|---|---:|---|",
+        f"| ceiling: a plain client doing mcad's 3 writes per AppWrapper, {CONCURRENCY} at "
+        f"a time | {roof:.0f} AppWrappers/s | |",
+        f"| sustained dispatch, {f['appwrappers']} queued, mcad ready to the last Job | "
+        f"{f['throughput']:.0f} AppWrappers/s ({f['drain_s']:.0f} s), {share:.0%} of the "
+        "ceiling | >= 60% of the ceiling, >= 200/s where it allows |",
+        f"| dispatch latency of a priority-100 probe while the backlog drains "
+        f"({f['probes']} probes) | p50 {f['probe_p50_ms']:.0f} ms, p99 "
+        f"{f['probe_p99_ms']:.0f} ms | |",
+        f"| dispatch cycle (mcad's histogram, interpolated) | p50 {f['cycle_p50_ms']:.0f} "
+        f"ms, p99 {f['cycle_p99_ms']:.0f} ms | p50 <= 20 ms (machine of 44 ms) |",
+        f"| controller RSS, max | {f['rss_max_mb']:.0f} MB | <= 250 MB |",
+        f"| controller CPU, mean while draining | {f['cpu_mean']:.2f} cores | |",
+        f"| mcad start to ready (10,000 queued) | {f['startup_s']:.1f} s | |", "",
+        "![Dispatches per second while the backlog drains](img/scale-throughput.png)", ""])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--appwrappers", type=int, default=10000)
+    parser.add_argument("--ceiling", type=int, default=2000)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    spec = TestbedSpec(spokes=3, nodes=args.nodes, gpus_per_node=8, cpu_per_node="64",
+                       memory_per_node="512Gi", pods_per_node=110)
+
+    async def run(state: Any) -> tuple[float, dict[str, Any]]:
+        async with connected(state, ["hub", *SPOKES]) as conns:
+            spokes = [conns[s] for s in SPOKES]
+            roof = await ceiling(conns["hub"], spokes, args.ceiling)
+            figures = await drain(state, conns["hub"], spokes, args.appwrappers,
+                                  Path("/tmp/scale-mcad-run.log"))
+            return roof, figures
+
+    with testbed(spec, "scale") as (state, _):
+        install_mcad(state, list(SPOKES))
+        roof, figures = asyncio.run(run(state))
+    timeline = figures.pop("timeline")
+    print(json.dumps({"ceiling": roof, **figures}, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps({"ceiling": roof, **figures}, indent=2) + "\n")
+    if not args.no_write:
+        plot(timeline, REPO / "docs" / "img" / "scale-throughput.png")
+        write_section("Scale (3 spokes x 1,000 nodes, 10,000 AppWrappers)",
+                      render(figures, args.nodes, roof))
+        say("wrote docs/benchmarks.md and docs/img/scale-throughput.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
