@@ -137,6 +137,9 @@ class RunConfig(_Settings):
     quota_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
     """Namespaces QuotaSubtrees are read from (the controller's own namespace too); a
     QuotaSubtree anywhere else is ignored, so creating one grants nobody quota."""
+    workers: int = Field(32, ge=1, le=512)
+    """AppWrappers reconciled at once (each waits on API writes, so this is how many
+    dispatches are in flight together); one AppWrapper is never reconciled twice at once."""
     spoke_lost_seconds: float = Field(300.0, gt=0)
     """Seconds a cluster may not answer before the AppWrappers on it are requeued
     elsewhere (reason SpokeLost) and deletions there stop waiting for it."""

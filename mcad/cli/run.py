@@ -178,6 +178,7 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
             issued=webhook.reload_soon if webhook else lambda: None).run)] \
             if registration is not None else []
         controller = Controller(hub=hub, config=config, local=args.local,
+                                workers=config.workers,
                                 connect_hub=lambda name: _connect_hub(kubeconfig, name),
                                 fence=elector.fence if elector is not None else None,
                                 extra_tasks=extra)

@@ -148,7 +148,7 @@ class Dispatcher:
             rec = appwrappers[dispatch.key]
             rec.assumed_cluster, rec.entry, rec.wanted_pending = dispatch.cluster, None, None
             rec.assumed_pods = dispatch.pods
-            self.queue.add(dispatch.key, urgent=True)
+            self.queue.add(dispatch.key, urgent=True, rank=rec.priority)
         reasons: dict[str, int] = {}
         oldest = now
         for pending in result.pending:

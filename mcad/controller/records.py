@@ -195,6 +195,14 @@ class AppWrapperRecord:
     def requeues(self) -> int:
         return int(self.status.get("numberOfRequeueings", 0) or 0)
 
+    @property
+    def priority(self) -> int:
+        """``spec.priority`` (0 when absent or unreadable)."""
+        try:
+            return int(self.spec.get("priority", 0) or 0)
+        except (TypeError, ValueError):
+            return 0
+
     def priority_slope(self) -> float:
         slope = self.spec.get("priorityslope")
         return float(slope) if isinstance(slope, int | float) and not isinstance(slope, bool) \
@@ -253,7 +261,7 @@ class AppWrapperRecord:
                     else:
                         demand = sized(demand, demand.pods)
             self.entry = AppWrapperEntry(
-                key=self.key, uid=self.uid, priority=int(self.spec.get("priority", 0) or 0),
+                key=self.key, uid=self.uid, priority=self.priority,
                 created=created, demand=demand, demand_error=demand_error,
                 quota_labels=dict(self.meta.get("labels") or {}),
                 clusters=tuple(c.get("name", "") for c in cluster_scheduling.get("clusters")

@@ -41,7 +41,7 @@ from mcad.core.capacity import AppWrapperKey
 from mcad.gateway.connection import Connection, WriteFence
 
 log = logging.getLogger(__name__)
-WORKERS = 16
+WORKERS = 32
 LOCAL = "local"
 
 

@@ -14,12 +14,17 @@ from the caches. The rules:
 - a key whose reconcile failed comes back after a per-key exponential backoff (5 ms
   doubling to 1000 s, controller-runtime's default), reset by ``forget`` on success;
 - urgent keys (a dispatch to persist) go before ordinary ones (a pending reason to
-  write), so a backlog of status writes does not delay a dispatch.
+  write), so a backlog of status writes does not delay a dispatch; among urgent keys
+  the higher ``rank`` (the AppWrapper's priority) goes first, then the earlier added,
+  so a high-priority dispatch decided behind a backlog of a thousand low-priority ones
+  is persisted next, not after them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
@@ -42,31 +47,39 @@ class WorkQueue(Generic[K]):
         self.name = name
         self.base_delay = base_delay
         self.max_delay = max_delay
-        self._urgent: deque[K] = deque()
+        self._urgent: list[tuple[int, int, K]] = []
+        """A heap of (-rank, sequence, key)."""
+        self._sequence = itertools.count()
         self._normal: deque[K] = deque()
         self._waiting: dict[K, bool] = {}
         """Keys in the queue, and whether they are urgent."""
         self._processing: set[K] = set()
-        self._dirty: dict[K, bool] = {}
-        """Keys added while being processed (and whether urgently)."""
+        self._dirty: dict[K, tuple[bool, int]] = {}
+        """Keys added while being processed (whether urgently, and the rank)."""
         self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
         self._failures: dict[K, int] = {}
         self._nonempty = asyncio.Event()
 
     # -- adding -------------------------------------------------------------------------
-    def add(self, key: K, *, urgent: bool = False) -> None:
-        """Reconcile ``key`` (once, however often it is added before a worker takes it)."""
+    def add(self, key: K, *, urgent: bool = False, rank: int = 0) -> None:
+        """Reconcile ``key`` (once, however often it is added before a worker takes it);
+        ``rank`` orders urgent keys (higher first)."""
         if key in self._processing:
-            self._dirty[key] = self._dirty.get(key, False) or urgent
+            was_urgent, was_rank = self._dirty.get(key, (False, rank))
+            self._dirty[key] = (was_urgent or urgent, max(was_rank, rank) if urgent
+                                else was_rank)
             return
         queued = self._waiting.get(key)
         if queued is None:
             self._waiting[key] = urgent
-            (self._urgent if urgent else self._normal).append(key)
+            if urgent:
+                heapq.heappush(self._urgent, (-rank, next(self._sequence), key))
+            else:
+                self._normal.append(key)
             self._nonempty.set()
         elif urgent and not queued:
             self._waiting[key] = True  # its place in the ordinary line is now stale
-            self._urgent.append(key)
+            heapq.heappush(self._urgent, (-rank, next(self._sequence), key))
             self._nonempty.set()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -122,7 +135,7 @@ class WorkQueue(Generic[K]):
 
     def _pop(self) -> K | None:
         while self._urgent:
-            key = self._urgent.popleft()
+            key = heapq.heappop(self._urgent)[2]
             if self._waiting.get(key) is True:
                 del self._waiting[key]
                 return key
@@ -135,9 +148,9 @@ class WorkQueue(Generic[K]):
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
-        urgent = self._dirty.pop(key, None)
-        if urgent is not None:
-            self.add(key, urgent=urgent)
+        again = self._dirty.pop(key, None)
+        if again is not None:
+            self.add(key, urgent=again[0], rank=again[1])
 
     def __len__(self) -> int:
         return len(self._waiting)

@@ -358,16 +358,29 @@ class _Decider:
             return ("no lower-priority AppWrapper can be evicted to make room"
                     if self.preemption.priority else
                     "no borrower of its quota can be evicted to make room")
+        shrink = self.shrink_instead(assignment, total, victims, view)
+        freed = {} if shrink is None else shrink[1]
+        if shrink is not None:
+            victims = shrink[0]
         placement = self.board.place(demand, self.line.open(candidates),
                                      policy=self.policy.placement, avoid=entry.avoid_cluster)
-        if isinstance(placement, NoFit) and not self.fits_after_eviction(demand, candidates,
-                                                                        victims):
+        if isinstance(placement, NoFit) and not self.fits_after_eviction(
+                demand, candidates, victims, {k: amount for k, (_, amount) in freed.items()}):
             return "evicting them would not make room for its pods"
         # A placement that fits now stays charged to the board: its nodes are held.
         self.preempt_turns[assignment] = (entry.key, True)
-        self.evict(victims, entry, view,
-                   why=(f"evicted to return borrowed quota to {entry.key}" if reclaiming else
-                        f"evicted to make room for {entry.key} (priority {entry.priority})"))
+        why = (f"to return borrowed quota to {entry.key}" if reclaiming else
+               f"to make room for {entry.key} (priority {entry.priority})")
+        if shrink is not None:
+            self.shrink(freed, view, why=why)
+            if not victims:
+                self.charge(assignment, total)
+                what = ", ".join(f"{key} to {size} pods"
+                                 for key, (size, _) in sorted(freed.items()))
+                self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
+                          f"waiting for elastic AppWrappers to shrink: {what}")
+                return None
+        self.evict(victims, entry, view, why=f"evicted {why}")
         self.charge(assignment, total)
         what = "borrowing its quota" if reclaiming else "lower-priority"
         self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
@@ -390,15 +403,66 @@ class _Decider:
         for victim in victims:
             self.evictions.append(Eviction(AppWrapperKey(victim), PREEMPTED, why, entry.key))
 
+    def shrink_instead(self, assignment: QuotaAssignment, total: ResourceList,
+                       victims: Sequence[str], view: QuotaForest
+                       ) -> tuple[list[str], dict[str, tuple[int, ResourceList]]] | None:
+        """Shrink the elastic ``victims`` (never below their minimum) rather than evict
+        them, when that with the others' eviction gives ``assignment`` room for
+        ``total``: (whom to evict still, {key: (new size, what it gives back)}), or
+        None (evict them all)."""
+        admitted = {e.key: (e, a) for e, a in self.admitted}
+        elastic = [v for v in victims if (e := admitted[AppWrapperKey(v)][0]).elastic_min
+                   is not None and e.demand is not None and e.demand.pods > e.elastic_min
+                   and v not in self.shrinking]
+        if not elastic:
+            return None
+        amounts = {c.key: c for c in self.eviction_candidates()}
+        trial = view.copy()
+        evicted = [v for v in victims if v not in elastic]
+        for victim in evicted:
+            trial.release(amounts[victim].assignment, amounts[victim].amount)
+        sizes: dict[str, tuple[int, ResourceList]] = {}
+        for victim in elastic:
+            entry, charged = admitted[AppWrapperKey(victim)]
+            assert entry.demand is not None and entry.elastic_min is not None
+            per_pod = entry.demand.pod_sets[0].requests
+            size = entry.demand.pods
+            while size > entry.elastic_min:
+                trial.release(charged, per_pod)
+                size -= 1
+                sizes[victim] = (size, per_pod.scale(entry.demand.pods - size))
+                if trial.fits(assignment, total) is None:
+                    return evicted, sizes
+        return None
+
+    def shrink(self, orders: Mapping[str, tuple[int, ResourceList]], view: QuotaForest, *,
+               why: str) -> None:
+        """Order elastic AppWrappers to shrink, and give back their quota for this cycle."""
+        if self.after_evictions is None:
+            self.after_evictions = view.copy()
+        charges = self.eviction_candidates()
+        for charge in charges:
+            if charge.key in orders:
+                self.after_evictions.release(charge.assignment, orders[charge.key][1])
+        self.charges = [c for c in charges if c.key not in orders]
+        self.charge_priorities = [c.priority for c in self.charges]
+        for key, (size, _) in sorted(orders.items()):
+            self.shrinking.add(key)
+            self.resizes.append(Resize(AppWrapperKey(key), size, SHRINK,
+                                       f"shrunk to {size} pods {why}"))
+
     def fits_after_eviction(self, demand: Demand, candidates: tuple[int, ...],
-                            victims: Sequence[str]) -> bool:
-        """True when some cluster's total free room plus the victims' there holds it."""
+                            victims: Sequence[str],
+                            shrunk: Mapping[str, ResourceList] | None = None) -> bool:
+        """True when some cluster's total free room plus the victims' there (and what
+        the ``shrunk`` elastic ones give back) holds it."""
+        gone = [(victim, self.admitted_on[victim][1]) for victim in victims]
+        gone += list((shrunk or {}).items())
         for i in self.line.open(candidates):
             name = self.board.clusters[i].name
             free = dict(self.board.pools[i].total)
-            for victim in victims:
-                cluster, amount = self.admitted_on[victim]
-                if cluster == name:
+            for victim, amount in gone:
+                if self.admitted_on[victim][0] == name:
                     for resource, value in amount.items():
                         free[resource] = free.get(resource, 0) + value
             if demand.total.fits_in(free):

@@ -40,6 +40,30 @@ async def test_urgent_keys_go_first_and_an_ordinary_key_can_be_promoted() -> Non
     assert drain(queue) == ["d", "c", "a", "b"]
 
 
+async def test_a_higher_ranked_urgent_key_goes_before_an_earlier_backlog() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    for i in range(3):
+        queue.add(f"low-{i}", urgent=True, rank=1)
+    queue.add("ordinary")
+    queue.add("probe", urgent=True, rank=100)
+    queue.add("low-2", urgent=True, rank=100)  # already queued: keeps its place
+    assert drain(queue) == ["probe", "low-0", "low-1", "low-2", "ordinary"]
+
+
+async def test_a_rank_asked_for_while_processed_is_kept_for_the_next_turn() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add("a")
+    queue.add("b", urgent=True, rank=5)
+    assert await queue.get() == "b"
+    queue.add("a")
+    key = await queue.get()
+    assert key == "a"
+    queue.add("a", urgent=True, rank=10)
+    queue.add("c", urgent=True, rank=7)
+    queue.done("a")
+    assert drain(queue) == ["a", "c"]
+
+
 async def test_a_key_added_while_processed_comes_back_after_done() -> None:
     queue: WorkQueue[str] = WorkQueue("t")
     queue.add("a")

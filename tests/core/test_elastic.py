@@ -123,6 +123,38 @@ def test_when_shrinking_to_the_minimum_is_not_enough_whole_appwrappers_are_evict
     assert len(result.evictions) == 1
 
 
+def test_reclaim_shrinks_an_elastic_borrower_instead_of_evicting_it() -> None:
+    # Silver runs 4 x 8 GPUs on a quota of 16 (16 borrowed from gold); gold wants 16 back.
+    tree = (make_tree("t").node("root", gpu=32).child("gold", parent="root", gpu=16)
+            .child("silver", parent="root", gpu=16).build())
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=4, held={"default/elastic": [0, 1, 2, 3]})).quota(tree).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1, running=4).admitted("spoke-1")
+        .dispatched(at(0)).priority(50).labels(t="silver"),
+        make_entry("owner").job(pods=2, gpu=8).labels(t="gold")).obj()
+    result = dispatch_cycle(snapshot)
+    assert result.evictions == ()
+    assert result.resizes == (Resize(KEY, 2, "Shrink", "shrunk to 2 pods to return borrowed "
+                                                     "quota to default/owner"),)
+    (pending,) = result.pending
+    assert (pending.reason, pending.message) == (
+        "WaitingForPreemption", "waiting for elastic AppWrappers to shrink: default/elastic "
+                                "to 2 pods")
+
+
+def test_reclaim_evicts_an_elastic_borrower_that_cannot_give_back_enough() -> None:
+    tree = (make_tree("t").node("root", gpu=32).child("gold", parent="root", gpu=16)
+            .child("silver", parent="root", gpu=16).build())
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=4, held={"default/elastic": [0, 1, 2, 3]})).quota(tree).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(3, running=4).admitted("spoke-1")
+        .dispatched(at(0)).labels(t="silver"),
+        make_entry("owner").job(pods=2, gpu=8).labels(t="gold")).obj()
+    result = dispatch_cycle(snapshot)
+    assert result.resizes == ()
+    assert [e.key for e in result.evictions] == [KEY]
+
+
 # -- properties ----------------------------------------------------------------------------
 
 @st.composite
