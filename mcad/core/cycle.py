@@ -81,9 +81,10 @@ __all__ = ["PREEMPTED", "QUEUED", "Admitted", "AppWrapperEntry", "CyclePolicy",
            "Queued", "Resize", "Snapshot", "dispatch_cycle"]
 
 _pending = functools.partial(tuple.__new__, Pending)
+"""``Pending`` from a 3-tuple without NamedTuple's Python-level ``__new__`` (hot path)."""
 _ROOM_REASONS = (PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY)
 GROW, SHRINK = "Grow", "Shrink"
-"""``Pending`` from a 3-tuple without NamedTuple's Python-level ``__new__`` (hot path)."""
+"""The reasons of ``Resize`` orders."""
 
 
 def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
@@ -234,7 +235,7 @@ class _Decider:
             return
         total = demand.total
         # The assignment object is this cycle's one per label set: its id is its identity.
-        quota_key = (id(assignment), tuple(total.items()))
+        quota_key = (id(assignment), total)  # a ResourceList hashes once, then is cached
         cached = self._quota_no.get(quota_key)
         if cached is not None:
             if self.line.seen and entry.elastic_min is None:

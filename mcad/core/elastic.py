@@ -17,8 +17,9 @@ down to ``schedulingSpec.minAvailable``. The rules, applied by the dispatch cycl
    then most recently dispatched, first); victims are evicted only when shrinking all of
    them to their minimum is not enough. Quota preemption (reclaim, or priority within a
    quota node) likewise shrinks the elastic ones among its victims pod by pod until the
-   preemptor's quota fits, evicting them only if their minimum is still too much. Which pods the Job controller removes is its
-   choice, so the plan assumes the pods on the nodes the preemptor can use go first;
+   preemptor's quota fits, evicting them only if their minimum is still too much.
+   Which pods the Job controller removes is its choice, so the plan assumes the pods
+   on the nodes the preemptor can use go first;
    if the Job removes others, the preemptor is still waiting and the next cycle plans
    again from what is really free.
 

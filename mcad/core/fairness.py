@@ -101,9 +101,9 @@ class FairOrder(Generic[E]):
                 group = self.groups[assignment] = _Group(assignment)
             group.entries.append(entry)
         self.plain = len(self.groups) <= 1 or not fair or not forest.trees()
-        self._heap: list[tuple[tuple[object, ...], int, int]] = []
+        self._heap: list[tuple[tuple[int, float, int], int, int]] = []
         self._by_id: list[_Group[E]] = list(self.groups.values())
-        self._within: dict[tuple[QuotaAssignment, tuple[tuple[str, int], ...]], bool] = {}
+        self._within: dict[tuple[QuotaAssignment, ResourceList], bool] = {}
         self._shares: dict[QuotaAssignment, float] = {}
         self._version = -1
 
@@ -114,15 +114,26 @@ class FairOrder(Generic[E]):
             return
         for index in range(len(self._by_id)):
             self._push(index)
-        while self._heap:
-            _, stamp, index = heapq.heappop(self._heap)
+        heap = self._heap
+        while heap:
+            _, stamp, index = heapq.heappop(heap)
             group = self._by_id[index]
-            if stamp != group.stamp or group.position >= len(group.entries):
+            if stamp != group.stamp:
                 continue
-            entry = group.entries[group.position]
-            group.position += 1
-            yield entry
-            self._push(index)
+            entries = group.entries
+            while group.position < len(entries):
+                entry = entries[group.position]
+                group.position += 1
+                yield entry
+                # Most steps take the same group again: its next head still goes before
+                # every other group's, so it is yielded without a trip through the heap.
+                place = self._place(group)
+                group.stamp += 1  # whatever ``charged`` pushed for it meanwhile is stale
+                if place is None:
+                    break
+                if heap and heap[0][0] < place:
+                    heapq.heappush(heap, (place, group.stamp, index))
+                    break
 
     def charged(self, assignment: QuotaAssignment) -> None:
         """Usage under ``assignment`` grew: every group charged to one of its nodes or
@@ -137,8 +148,15 @@ class FairOrder(Generic[E]):
     def _push(self, index: int) -> None:
         group = self._by_id[index]
         group.stamp += 1
+        place = self._place(group)
+        if place is not None:
+            heapq.heappush(self._heap, (place, group.stamp, index))
+
+    def _place(self, group: _Group[E]) -> tuple[int, float, int] | None:
+        """Where ``group``'s head goes: (0 within its quota | 1 borrowing, its node's
+        share when borrowing, its rank in priority order); None when it has no head."""
         if group.position >= len(group.entries):
-            return
+            return None
         head = group.entries[group.position]
         rank = self.rank[id(head)]  # its place in priority order: priority, age, uid
         if self.forest.version != self._version:
@@ -147,19 +165,17 @@ class FairOrder(Generic[E]):
             self._version = self.forest.version
         demand = self.demand_of(head)
         assert demand is not None
-        shape = (group.assignment, tuple(demand.items()))
+        shape = (group.assignment, demand)
         within = self._within.get(shape)
         if within is None:
             within = self._within[shape] = self.forest.within_own_quota(group.assignment,
                                                                         demand)
         if within:
-            place: tuple[object, ...] = (0, 0.0, rank)
-        else:
-            share = self._shares.get(group.assignment)
-            if share is None:
-                share = self._shares[group.assignment] = self.forest.share(group.assignment)
-            place = (1, share, rank)
-        heapq.heappush(self._heap, (place, group.stamp, index))
+            return (0, 0.0, rank)
+        share = self._shares.get(group.assignment)
+        if share is None:
+            share = self._shares[group.assignment] = self.forest.share(group.assignment)
+        return (1, share, rank)
 
 
 def in_order(entries: Sequence[E], now: datetime) -> list[E]:
