@@ -100,7 +100,10 @@ def queue_rows(snapshot: Snapshot, result: CycleResult) -> list[QueueRow]:
     for position, pending in enumerate(result.pending, start=1):
         entry = entries[pending.key]
         rows.append(QueueRow(position, entry.key, entry.priority, _quota_nodes(snapshot, entry),
-                             describe_demand(entry.demand), entry.queued_since or entry.created,
+                             describe_demand(entry.demand) + (
+                                 f" (elastic, from {entry.elastic_min})"
+                                 if entry.elastic_min is not None else ""),
+                             entry.queued_since or entry.created,
                              str(pending.reason), pending.message))
     return rows
 
@@ -159,8 +162,12 @@ def _checks(snapshot: Snapshot, entry: AppWrapperEntry, quota: QuotaForest) -> l
         return out
     out.append(Check("demand", True, f"{demand.pods} pod{'s' if demand.pods != 1 else ''} "
                                      f"({describe_demand(demand)}), "
-                                     f"{demand.total.describe()} in all; gang of "
-                                     f"{demand.min_available}"))
+                                     f"{demand.total.describe()} in all; "
+                                     + (f"elastic: may start with {entry.elastic_min} to "
+                                        f"{demand.pods} pods"
+                                        if entry.elastic_min is not None and
+                                        entry.full_pods is None else
+                                        f"gang of {demand.min_available}")))
     assignment = quota.resolve(entry.quota_labels)
     if isinstance(assignment, QuotaProblem):
         out.append(Check("quota", False, assignment.message))

@@ -93,3 +93,15 @@ def test_demand_is_described_per_pod_shape() -> None:
     assert describe_demand(entry.demand) == "2x8 GPU"
     assert describe_demand(make_entry("c").job(cpu=2).obj().demand) == "1x2 CPU"
     assert describe_demand(None) == "invalid"
+
+
+def test_a_waiting_elastic_appwrapper_shows_the_sizes_it_may_start_with() -> None:
+    snapshot = make_snapshot(now=at(100)).clusters(*full_clusters()).add(
+        *(running(f"{c}-{i}", c) for c in ("spoke-1", "spoke-2") for i in range(2)),
+        make_entry("elastic").job(pods=4, gpu=8).elastic(2)).obj()
+    result = dispatch_cycle(snapshot)
+    (row,) = queue_rows(snapshot, result)
+    assert row.demand == "4x8 GPU (elastic, from 2)"
+    checks = {c.step: c.detail for c in explain(snapshot, result,
+                                                  AppWrapperKey("default/elastic")).checks}
+    assert checks["demand"].endswith("elastic: may start with 2 to 4 pods")
