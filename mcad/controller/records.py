@@ -219,6 +219,7 @@ class AppWrapperRecord:
         """Take a newer version of the object; False when ``obj`` is older than ours."""
         if resource_version(obj) and resource_version(obj) < resource_version(self.obj):
             return False
+        _slim(obj)
         self.obj = obj
         self.entry = None
         if self.status.get("clusterName") == self.assumed_cluster:
@@ -278,3 +279,17 @@ class AppWrapperRecord:
                 expected_end=parse_time(self.status.get("expectedEnd"))
                 if self.admitted else None, elastic_min=elastic_min, full_pods=full_pods)
         return self.entry
+
+
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _slim(obj: dict[str, Any]) -> None:
+    """Drop what mcad never reads and that can double an AppWrapper's size in memory
+    (10,000 are kept): managedFields, and kubectl's copy of the whole spec."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict) and _LAST_APPLIED in annotations:
+            meta["annotations"] = {k: v for k, v in annotations.items() if k != _LAST_APPLIED}
