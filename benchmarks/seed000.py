@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bedtools import (
+    REPO,
     PodRecorder,
     connected,
     install_mcad,
@@ -216,6 +217,73 @@ def figures(run: Run, jobs: int, scale: float) -> dict[str, Any]:
             "throughput_vs_max": throughput / best if best else 0.0}
 
 
+def cpus_over_time(run: Run, scale: float) -> tuple[list[float], list[int], list[int]]:
+    """(seed seconds, CPUs held by running pods, CPUs of pods whose whole Job runs)."""
+    assert run.recorder is not None
+    events: list[tuple[float, int, int]] = []
+    for pod in run.recorder.pods.values():
+        if pod.running is None:
+            continue
+        end = pod.finished
+        events.append(((pod.running - run.started) / scale, CPU_PER_POD, 0))
+        if end is not None:
+            events.append(((end - run.started) / scale, -CPU_PER_POD, 0))
+        gang = run.gang_at.get(pod.job)
+        if gang is not None and (end is None or gang < end):
+            events.append(((max(gang, pod.running) - run.started) / scale, 0, CPU_PER_POD))
+            if end is not None:
+                events.append(((end - run.started) / scale, 0, -CPU_PER_POD))
+    events.sort()
+    times, held, working = [0.0], [0], [0]
+    for moment, d_held, d_working in events:
+        times.append(moment)
+        held.append(held[-1] + d_held)
+        working.append(working[-1] + d_working)
+    return times, held, working
+
+
+def plot(runs: dict[str, Run], scale: float) -> list[str]:
+    import matplotlib  # noqa: PLC0415  (only the written figures need it: the bench extra)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    written = []
+    fig, axes = plt.subplots(len(runs), 1, figsize=(9, 2.4 * len(runs)), sharex=True,
+                             squeeze=False)
+    for ax, (system, run) in zip(axes[:, 0], runs.items(), strict=True):
+        times, held, working = cpus_over_time(run, scale)
+        ax.step(times, held, where="post", label="held by running pods")
+        ax.step(times, working, where="post", label="working (whole Job running)")
+        ax.set_title(system, fontsize=10)
+        ax.set_ylabel("CPUs")
+        ax.set_ylim(0, NODES * CPU_PER_NODE * 1.05)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(loc="lower right", fontsize=8)
+    axes[-1, 0].set_xlabel("seed seconds since submission")
+    fig.tight_layout()
+    path = REPO / "docs" / "img" / "seed000-cpus.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    written.append(str(path.relative_to(REPO)))
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    for system, run in runs.items():
+        values = sorted((t - run.started) / scale for o, t in run.outcome.values()
+                        if o == "Complete")
+        if values:
+            ax.plot(values, [(i + 1) / len(run.outcome) for i in range(len(values))],
+                    label=system)
+    ax.set_xlabel("response time (seed seconds, submission to completion)")
+    ax.set_ylabel("fraction of Jobs completed")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = REPO / "docs" / "img" / "seed000-response.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    written.append(str(path.relative_to(REPO)))
+    return written
+
+
 def render(results: dict[str, dict[str, Any]], jobs: int, scale: float) -> str:
     lines = ["## Seed 000 (ten-pod Jobs on 100 nodes, Cloud Native AI Day EU 2024)", "",
              f"Measured on {time.strftime('%Y-%m-%d')} by `python benchmarks/seed000.py "
@@ -234,7 +302,9 @@ def render(results: dict[str, dict[str, Any]], jobs: int, scale: float) -> str:
     lines += ["", f"The maximum, {best:.2f} Jobs/min, is every CPU busy all the time: "
                   f"{NODES * CPU_PER_NODE // (PODS * CPU_PER_POD)} Jobs at once for the mean "
                   "work time. The seed reports that kube-scheduler alone fragments the "
-                  "cluster and deadlocks, and Jobs fail.", ""]
+                  "cluster and deadlocks, and Jobs fail.", "",
+              "![CPUs held and working over time, per system](img/seed000-cpus.png)", "",
+              "![Response times, per system](img/seed000-response.png)", ""]
     return "\n".join(lines)
 
 
@@ -250,8 +320,10 @@ def main() -> int:
     if set(systems) - set(SYSTEMS):
         parser.error(f"choose systems from {', '.join(SYSTEMS)}")
     results = {}
+    runs = {}
     for system in systems:
         run = asyncio.run(run_system(system, args.jobs, args.time_scale, Path("/tmp")))
+        runs[system] = run
         results[system] = figures(run, args.jobs, args.time_scale)
         say(f"{system}: {json.dumps(results[system])}")
     out = {"jobs": args.jobs, "time_scale": args.time_scale, "systems": results}
@@ -261,7 +333,7 @@ def main() -> int:
     if not args.no_write:
         write_section("Seed 000 (ten-pod Jobs on 100 nodes, Cloud Native AI Day EU 2024)",
                       render(results, args.jobs, args.time_scale))
-        say("wrote docs/benchmarks.md")
+        say(f"wrote docs/benchmarks.md and {', '.join(plot(runs, args.time_scale))}")
     return 0
 
 
