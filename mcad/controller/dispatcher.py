@@ -38,6 +38,11 @@ from mcad.core.resources import ResourceList
 
 log = logging.getLogger(__name__)
 DEBOUNCE_S = 0.005
+PACING = 1.0
+"""After a cycle of d seconds the next starts no sooner than ``PACING x d`` later: while
+a backlog drains, every pod bound is a reason for a cycle, and back-to-back cycles over
+10,000 AppWrappers would leave the reconcilers (which do the writes) no CPU. At 1.0
+cycles take at most half of the controller's time."""
 
 
 def unplaced(pod_sets: tuple[PodSet, ...], placed: list[ResourceList]) -> tuple[PodSet, ...]:
@@ -69,6 +74,8 @@ class Dispatcher:
         self.queue = queue
         self.wanted = asyncio.Event()
         self._wakeup: tuple[datetime, asyncio.TimerHandle] | None = None
+        self.last_duration = 0.0
+        """Seconds the last cycle took (capped at 1), for pacing."""
         self.last: tuple[Snapshot, CycleResult] | None = None
         """The last cycle's snapshot and decisions: what ``mcad queue`` and ``mcad
         explain`` are answered from (``mcad.visibility``)."""
@@ -96,10 +103,13 @@ class Dispatcher:
         try:
             while True:
                 await self.wanted.wait()
-                await asyncio.sleep(DEBOUNCE_S)  # let a burst of events land in one cycle
+                # Let a burst of events land in one cycle, and leave the reconcilers room.
+                await asyncio.sleep(max(DEBOUNCE_S, PACING * self.last_duration))
                 self.wanted.clear()
                 if ready():
+                    started = time.perf_counter()
                     self.cycle()
+                    self.last_duration = min(1.0, time.perf_counter() - started)
         finally:
             if self._wakeup is not None:
                 self._wakeup[1].cancel()
