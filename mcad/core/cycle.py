@@ -23,14 +23,12 @@ Phases:
    ``mcad.core.preemption``.
 5. Return the decisions.
 
-Preemption within a cycle: each quota assignment gets one preemption turn (Kueue
-likewise considers one head per queue), and one AppWrapper may evict for capacity:
-later ones decide on fresh facts next cycle, and one cycle's eviction work stays
-bounded. Victims already chosen are not chosen again, and their quota counts as
-returned when later preemptors of other assignments look for victims. A preemptor
-holds what it waits for: its quota is charged, and its nodes are held with its victims'
-pods counted as gone, so nothing behind it takes its room while they drain; in later
-cycles, while its victims drain, it waits (and holds) instead of evicting more.
+The decisions are layered, one idea per module, on one cycle's state
+(``mcad.core.deciding.CycleState``: charged quota and nodes, results, caches): the
+elastic steps (``mcad.core.elastic``: start small, grow, shrink) under the preemption
+steps (``mcad.core.preempting``: evict for quota or capacity, at most one turn per
+quota assignment and one capacity eviction per cycle, the room held while victims
+drain) under the queue walk here (quota, placement, head of line).
 
 Speed (10,000 queued AppWrappers in a few tens of milliseconds): free room only shrinks
 during a cycle, so "this quota shape did not fit" and "this pod shape did not fit these
@@ -45,20 +43,14 @@ AppWrapper's bound pods in ``held_by``.
 
 from __future__ import annotations
 
-import bisect
 import functools
-from collections.abc import Mapping, Sequence
 
-from mcad.core.capacity import AppWrapperKey, NodeName
 from mcad.core.demand import Demand
-from mcad.core.elastic import shrink_plan, sized
 from mcad.core.fairness import FairOrder
-from mcad.core.headofline import HeadOfLine, Outcome
-from mcad.core.placement import EVERY_CLUSTER, ClusterBoard, NoFit, Placement, fit_gang
-from mcad.core.preemption import Holder, capacity_victims, gpus
-from mcad.core.queue import BackfillPolicy
-from mcad.core.quota import QuotaAssignment, QuotaCharge, QuotaForest, QuotaProblem
-from mcad.core.resources import ResourceList
+from mcad.core.headofline import Outcome
+from mcad.core.placement import EVERY_CLUSTER, Placement
+from mcad.core.preempting import PreemptionSteps
+from mcad.core.quota import QuotaAssignment, QuotaProblem
 from mcad.core.snapshot import (
     PREEMPTED,
     QUEUED,
@@ -83,8 +75,6 @@ __all__ = ["PREEMPTED", "QUEUED", "Admitted", "AppWrapperEntry", "CyclePolicy",
 _pending = functools.partial(tuple.__new__, Pending)
 """``Pending`` from a 3-tuple without NamedTuple's Python-level ``__new__`` (hot path)."""
 _ROOM_REASONS = (PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY)
-GROW, SHRINK = "Grow", "Shrink"
-"""The reasons of ``Resize`` orders."""
 
 
 def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
@@ -122,81 +112,8 @@ def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
                        tuple(decider.evictions), tuple(decider.resizes))
 
 
-class _Decider:
-    """The mutable state of one cycle: charged quota, charged nodes, caches, results."""
-
-    def __init__(self, snapshot: Snapshot, quota: QuotaForest) -> None:
-        self.now = snapshot.now
-        self.policy = snapshot.policy
-        self.preemption = snapshot.policy.preemption
-        self.unused_quota = snapshot.quota
-        self.quota = quota
-        self.order: FairOrder[AppWrapperEntry] | None = None
-        self.trees = tuple(quota.trees())
-        # With one tree (the usual case) the label value alone keys the assignment.
-        self.one_tree = self.trees[0] if len(self.trees) == 1 else None
-        self.board = ClusterBoard(snapshot.clusters)
-        self.everywhere = self.board.eligible()
-        self.line = HeadOfLine(board=self.board, now=self.now, placement=self.policy.placement,
-                               backfill=BackfillPolicy(snapshot.policy.starvation_seconds))
-        self.dispatches: list[Dispatch] = []
-        self.pending: list[Pending] = []
-        self.evictions: list[Eviction] = []
-        self.resizes: list[Resize] = []
-        self.admitted: list[tuple[AppWrapperEntry, QuotaAssignment]] = []
-        self.draining_for: dict[AppWrapperKey, list[AppWrapperEntry]] = {}
-        # Quota eviction candidates, lowest priority first, built on the first preemption.
-        self.charges: list[QuotaCharge] | None = None
-        self.charge_priorities: list[int] = []
-        self.admitted_on: dict[str, tuple[str, ResourceList]] = {}
-        """Where each admitted AppWrapper runs and what it holds (with the candidates)."""
-        self.evicted: set[str] = set()
-        self._assignments: dict[object, QuotaAssignment | QuotaProblem] = {}
-        self._quota_no: dict[tuple[object, ...], Outcome] = {}
-        """Quota misfits: (assignment id, total's items) -> outcome."""
-        self._capacity_no: dict[tuple[object, ...], Outcome] = {}
-        # Quota as it will be once this cycle's evictions are done: evictions for a later
-        # preemptor are computed on it, so two preemptors never count on one victim.
-        # Everything else is decided on ``quota``, where victims still hold their share
-        # until they are gone.
-        self.after_evictions: QuotaForest | None = None
-        # Who took each quota assignment's one preemption turn, and whether it evicted.
-        self.preempt_turns: dict[QuotaAssignment, tuple[AppWrapperKey, bool]] = {}
-        self.capacity_turn: AppWrapperKey | None = None
-        self.shrinking: set[str] = set()
-        """Elastic AppWrappers ordered to shrink this cycle (they do not grow)."""
-
-    def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:
-        """The quota assignment for ``labels``, one object per label set in a cycle."""
-        one_tree = self.one_tree
-        key: object = (labels.get(one_tree) if one_tree is not None
-                       else tuple(map(labels.get, self.trees)))
-        found = self._assignments.get(key)
-        if found is None:
-            found = self._assignments[key] = self.quota.resolve(labels)
-        return found
-
-    def hold_admitted(self, admitted: Sequence[AppWrapperEntry]) -> None:
-        """Charge what admitted AppWrappers hold (summed per quota assignment)."""
-        sums: dict[int, tuple[QuotaAssignment, dict[str, int]]] = {}
-        for entry in admitted:
-            if entry.draining_for is not None:
-                self.draining_for.setdefault(entry.draining_for, []).append(entry)
-            if entry.demand is None:
-                continue
-            assignment = self.assignment(entry.quota_labels)
-            if isinstance(assignment, QuotaProblem):
-                continue
-            total = entry.demand.total
-            summed = sums.setdefault(id(assignment), (assignment, {}))[1]
-            for name, value in total.items():
-                summed[name] = summed.get(name, 0) + value
-            self.admitted.append((entry, assignment))
-        for assignment, summed in sums.values():
-            self.quota.charge(assignment, ResourceList(summed))
-
-    def pend(self, entry: AppWrapperEntry, reason: PendingReason, message: str) -> None:
-        self.pending.append(Pending(entry.key, reason, message))
+class _Decider(PreemptionSteps):
+    """Walks the queue: each AppWrapper's quota, placement and place in line."""
 
     def decide(self, entry: AppWrapperEntry) -> None:
         # The hot path of the cycle: most of a long queue ends at a cached misfit, so
@@ -251,18 +168,6 @@ class _Decider:
         self.charge(assignment, total)
         self.dispatches.append(Dispatch(entry.key, placement.cluster, placement))
 
-    # -- quota ---------------------------------------------------------------------------
-
-    def charge(self, assignment: QuotaAssignment, amount: ResourceList) -> None:
-        """Charge every working view of the quota forest."""
-        self.quota.charge(assignment, amount)
-        if self.line.held_quota is not None:
-            self.line.held_quota.charge(assignment, amount)
-        if self.after_evictions is not None:
-            self.after_evictions.charge(assignment, amount)
-        if self.order is not None:
-            self.order.charged(assignment)
-
     def quota_fits(self, entry: AppWrapperEntry, demand: Demand,
                    assignment: QuotaAssignment, candidates: tuple[int, ...],
                    key: tuple[object, ...]) -> bool:
@@ -309,213 +214,6 @@ class _Decider:
         self.blocked(entry, demand, assignment, candidates, outcome, by_quota=True)
         return False
 
-    def eviction_candidates(self) -> list[QuotaCharge]:
-        """The admitted AppWrappers that may be evicted, lowest priority first."""
-        if self.charges is None:
-            self.charges = sorted(
-                (QuotaCharge(entry.key, entry.priority, assignment, entry.demand.total)
-                 for entry, assignment in self.admitted
-                 if entry.demand is not None and not entry.draining),
-                key=lambda c: (c.priority, c.key))
-            self.charge_priorities = [c.priority for c in self.charges]
-            self.admitted_on = {entry.key: (entry.phase.cluster, entry.demand.total)
-                                for entry, _ in self.admitted
-                                if entry.demand is not None and
-                                isinstance(entry.phase, Admitted)}
-        return self.charges
-
-    def preempt_quota(self, entry: AppWrapperEntry, demand: Demand,
-                      assignment: QuotaAssignment, candidates: tuple[int, ...]) -> str | None:
-        """Evict for ``entry``'s quota; None when done, else why it was not ("" when no
-        kind of preemption applies to it).
-
-        Once per quota assignment and cycle (Kueue considers one head per queue): the
-        first AppWrapper quota blocks there to which preemption applies takes the turn,
-        the others decide on fresh facts in the next cycle. That also bounds the eviction
-        work of one cycle.
-        """
-        view = self.after_evictions or self.quota
-        total = demand.total
-        reclaims = self.preemption.reclaim and view.within_own_quota(assignment, total)
-        if not reclaims and not self.preemption.priority:
-            return ""
-        self.preempt_turns[assignment] = (entry.key, False)
-        charges = self.eviction_candidates()
-        victims: list[str] | None = None
-        reclaiming = False
-        if reclaims:
-            victims = view.evictions_for(assignment, total, charges, priority=None)
-            reclaiming = bool(victims)
-        if not victims and self.preemption.priority:
-            lower = charges[:bisect.bisect_left(self.charge_priorities, entry.priority)]
-            if lower:
-                victims = view.evictions_for(assignment, total, lower, priority=entry.priority)
-                if not victims:  # within its own node: lower priority, borrowing or not
-                    same_node = [c for c in lower if c.assignment == assignment]
-                    victims = view.evictions_for(assignment, total, same_node,
-                                                 priority=entry.priority,
-                                                 borrowers_only=False) if same_node else None
-        if not victims:
-            return ("no lower-priority AppWrapper can be evicted to make room"
-                    if self.preemption.priority else
-                    "no borrower of its quota can be evicted to make room")
-        shrink = self.shrink_instead(assignment, total, victims, view)
-        freed = {} if shrink is None else shrink[1]
-        if shrink is not None:
-            victims = shrink[0]
-        placement = self.board.place(demand, self.line.open(candidates),
-                                     policy=self.policy.placement, avoid=entry.avoid_cluster)
-        if isinstance(placement, NoFit) and not self.fits_after_eviction(
-                demand, candidates, victims, {k: amount for k, (_, amount) in freed.items()}):
-            return "evicting them would not make room for its pods"
-        # A placement that fits now stays charged to the board: its nodes are held.
-        self.preempt_turns[assignment] = (entry.key, True)
-        why = (f"to return borrowed quota to {entry.key}" if reclaiming else
-               f"to make room for {entry.key} (priority {entry.priority})")
-        if shrink is not None:
-            self.shrink(freed, view, why=why)
-            if not victims:
-                self.charge(assignment, total)
-                what = ", ".join(f"{key} to {size} pods"
-                                 for key, (size, _) in sorted(freed.items()))
-                self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
-                          f"waiting for elastic AppWrappers to shrink: {what}")
-                return None
-        self.evict(victims, entry, view, why=f"evicted {why}")
-        self.charge(assignment, total)
-        what = "borrowing its quota" if reclaiming else "lower-priority"
-        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
-                  f"waiting for {len(victims)} AppWrapper{'s' if len(victims) > 1 else ''} "
-                  f"({what}) to be evicted: {', '.join(victims)}")
-        return None
-
-    def evict(self, victims: Sequence[str], entry: AppWrapperEntry, view: QuotaForest,
-              *, why: str) -> None:
-        charges = self.eviction_candidates()
-        gone = set(victims)
-        if self.after_evictions is None:
-            self.after_evictions = view.copy()
-        for charge in charges:
-            if charge.key in gone:
-                self.after_evictions.release(charge.assignment, charge.amount)
-        self.charges = [c for c in charges if c.key not in gone]
-        self.charge_priorities = [c.priority for c in self.charges]
-        self.evicted |= gone
-        for victim in victims:
-            self.evictions.append(Eviction(AppWrapperKey(victim), PREEMPTED, why, entry.key))
-
-    def shrink_instead(self, assignment: QuotaAssignment, total: ResourceList,
-                       victims: Sequence[str], view: QuotaForest
-                       ) -> tuple[list[str], dict[str, tuple[int, ResourceList]]] | None:
-        """Shrink the elastic ``victims`` (never below their minimum) rather than evict
-        them, when that with the others' eviction gives ``assignment`` room for
-        ``total``: (whom to evict still, {key: (new size, what it gives back)}), or
-        None (evict them all)."""
-        admitted = {e.key: (e, a) for e, a in self.admitted}
-        elastic = [v for v in victims if (e := admitted[AppWrapperKey(v)][0]).elastic_min
-                   is not None and e.demand is not None and e.demand.pods > e.elastic_min
-                   and v not in self.shrinking]
-        if not elastic:
-            return None
-        amounts = {c.key: c for c in self.eviction_candidates()}
-        trial = view.copy()
-        evicted = [v for v in victims if v not in elastic]
-        for victim in evicted:
-            trial.release(amounts[victim].assignment, amounts[victim].amount)
-        sizes: dict[str, tuple[int, ResourceList]] = {}
-        for victim in elastic:
-            entry, charged = admitted[AppWrapperKey(victim)]
-            assert entry.demand is not None and entry.elastic_min is not None
-            per_pod = entry.demand.pod_sets[0].requests
-            size = entry.demand.pods
-            while size > entry.elastic_min:
-                trial.release(charged, per_pod)
-                size -= 1
-                sizes[victim] = (size, per_pod.scale(entry.demand.pods - size))
-                if trial.fits(assignment, total) is None:
-                    return evicted, sizes
-        return None
-
-    def shrink(self, orders: Mapping[str, tuple[int, ResourceList]], view: QuotaForest, *,
-               why: str) -> None:
-        """Order elastic AppWrappers to shrink, and give back their quota for this cycle."""
-        if self.after_evictions is None:
-            self.after_evictions = view.copy()
-        charges = self.eviction_candidates()
-        for charge in charges:
-            if charge.key in orders:
-                self.after_evictions.release(charge.assignment, orders[charge.key][1])
-        self.charges = [c for c in charges if c.key not in orders]
-        self.charge_priorities = [c.priority for c in self.charges]
-        for key, (size, _) in sorted(orders.items()):
-            self.shrinking.add(key)
-            self.resizes.append(Resize(AppWrapperKey(key), size, SHRINK,
-                                       f"shrunk to {size} pods {why}"))
-
-    def fits_after_eviction(self, demand: Demand, candidates: tuple[int, ...],
-                            victims: Sequence[str],
-                            shrunk: Mapping[str, ResourceList] | None = None) -> bool:
-        """True when some cluster's total free room plus the victims' there (and what
-        the ``shrunk`` elastic ones give back) holds it."""
-        gone = [(victim, self.admitted_on[victim][1]) for victim in victims]
-        gone += list((shrunk or {}).items())
-        for i in self.line.open(candidates):
-            name = self.board.clusters[i].name
-            free = dict(self.board.pools[i].total)
-            for victim, amount in gone:
-                if self.admitted_on[victim][0] == name:
-                    for resource, value in amount.items():
-                        free[resource] = free.get(resource, 0) + value
-            if demand.total.fits_in(free):
-                return True
-        return False
-
-    # -- waiting for victims -------------------------------------------------------------
-
-    def wait_for_victims(self, entry: AppWrapperEntry, demand: Demand,
-                         assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
-        """``entry``'s victims are still going: hold its quota and room, and wait.
-
-        False when it can go already (its victims' share is free): it is then decided
-        as anyone else.
-        """
-        victims = self.draining_for[entry.key]
-        if self.quota.fits(assignment, demand.total) is None:
-            trial = self.board.place(demand, self.line.open(candidates),
-                                     policy=self.policy.placement, avoid=entry.avoid_cluster)
-            if isinstance(trial, Placement):
-                self.board.unplace(trial)
-                return False
-        self.charge(assignment, demand.total)
-        for i in candidates:
-            cluster = self.board.clusters[i]
-            on_it = [Holder(v.key, v.priority, cluster.name, v.demand.total if v.demand
-                            else ResourceList(), v.dispatched, cluster.held_by.get(v.key, ()))
-                     for v in victims if isinstance(v.phase, Admitted) and
-                     v.phase.cluster == cluster.name]
-            if on_it and self.hold(demand, i, on_it):
-                break
-        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
-                  f"waiting for {len(victims)} evicted AppWrapper"
-                  f"{'s' if len(victims) > 1 else ''} to go: "
-                  f"{', '.join(sorted(v.key for v in victims))}")
-        return True
-
-    def hold(self, demand: Demand, index: int, victims: Sequence[Holder]) -> bool:
-        """Charge ``demand``'s gang to cluster ``index`` as if ``victims`` were gone, so
-        nothing else takes the room it waits for (their pods still count until then)."""
-        pool = self.board.pools[index]
-        for victim in victims:
-            for node, requests in victim.pods_on:
-                pool.release(node, requests)
-        takes = fit_gang(pool, demand, explain=False)
-        for victim in victims:
-            for node, requests in victim.pods_on:
-                pool.release(node, requests, sign=-1)
-        return not isinstance(takes, str)
-
-    # -- capacity ------------------------------------------------------------------------
-
     def place(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
               candidates: tuple[int, ...]) -> Placement | None:
         shape = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
@@ -549,149 +247,6 @@ class _Decider:
             return None
         self.blocked(entry, demand, assignment, candidates, outcome, by_quota=False)
         return None
-
-    def preempt_capacity(self, entry: AppWrapperEntry, demand: Demand,
-                         assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
-        """With priority preemption: evict lower-priority AppWrappers on one cluster so the
-        gang fits there; True when done (``entry`` is then pending, waiting for them)."""
-        if not self.preemption.priority or self.capacity_turn is not None:
-            return False
-        lower = [e for e, _ in self.admitted
-                 if e.priority < entry.priority and not e.draining and e.demand is not None
-                 and e.key not in self.evicted]
-        if not lower:
-            return False
-        self.capacity_turn = entry.key
-        if self.shrink_for(entry, demand, lower, candidates):
-            return True
-        best: tuple[tuple[int, int, int, str], int, list[Holder]] | None = None
-        for i in self.line.open(candidates):
-            cluster = self.board.clusters[i]
-            holders = [Holder(e.key, e.priority, cluster.name, e.demand.total, e.dispatched,
-                              cluster.held_by.get(e.key, ()))
-                       for e in lower if isinstance(e.phase, Admitted) and
-                       e.phase.cluster == cluster.name and e.demand is not None]
-            victims = capacity_victims(demand, self.board.pools[i], holders)
-            if victims is None:
-                continue
-            rank = (gpus(victims), len(victims), max(v.priority for v in victims), cluster.name)
-            if best is None or rank < best[0]:
-                best = (rank, i, victims)
-        if best is None:
-            return False
-        _, index, victims = best
-        keys = [v.key for v in victims]
-        self.evict(keys, entry, self.after_evictions or self.quota,
-                   why=f"evicted to make room for {entry.key} (priority {entry.priority}) on "
-                       f"cluster {self.board.clusters[index].name}")
-        self.charge(assignment, demand.total)
-        self.hold(demand, index, victims)
-        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
-                  f"waiting for {len(keys)} lower-priority AppWrapper"
-                  f"{'s' if len(keys) > 1 else ''} on cluster "
-                  f"{self.board.clusters[index].name} to be evicted: {', '.join(keys)}")
-        return True
-
-    # -- elastic ---------------------------------------------------------------------------
-
-    def start_small(self, entry: AppWrapperEntry, demand: Demand,
-                    assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
-        """Dispatch an elastic ``entry`` at the largest size down to its minimum that fits
-        quota and one cluster now; True when done."""
-        minimum = entry.elastic_min
-        assert minimum is not None
-        quota = self.line.held_quota or self.quota
-        for pods in range(demand.pods - 1, minimum - 1, -1):
-            trial = sized(demand, pods)
-            if quota.fits(assignment, trial.total) is not None:
-                continue
-            placement = self.board.place(trial, self.line.open(candidates),
-                                         policy=self.policy.placement,
-                                         avoid=entry.avoid_cluster)
-            if isinstance(placement, Placement):
-                self.charge(assignment, trial.total)
-                self.dispatches.append(Dispatch(entry.key, placement.cluster, placement, pods))
-                return True
-        return False
-
-    def grow(self) -> None:
-        """Admitted elastic AppWrappers below full size take what is left on their own
-        cluster and in quota, highest priority first: after every queued AppWrapper was
-        decided, so growth never takes room from one that fits, nor from the head of the
-        line (its held quota and closed cluster are respected)."""
-        growing = [(e, a) for e, a in self.admitted
-                   if e.elastic_min is not None and e.full_pods is not None
-                   and e.demand is not None and e.demand.pods < e.full_pods
-                   and not e.draining and e.key not in self.evicted
-                   and e.key not in self.shrinking]
-        growing.sort(key=lambda ea: (-ea[0].priority, ea[0].dispatched or self.now, ea[0].key))
-        quota = self.line.held_quota or self.quota
-        for entry, assignment in growing:
-            assert entry.demand is not None and entry.full_pods is not None
-            assert isinstance(entry.phase, Admitted)
-            index = self.board.index(entry.phase.cluster)
-            if index is None or not self.line.open((index,)):
-                continue
-            for extra in range(entry.full_pods - entry.demand.pods, 0, -1):
-                more = sized(entry.demand, extra)
-                if quota.fits(assignment, more.total) is not None:
-                    continue
-                if isinstance(fit_gang(self.board.pools[index], more, explain=False), str):
-                    continue
-                self.charge(assignment, more.total)
-                size = entry.demand.pods + extra
-                self.resizes.append(Resize(entry.key, size, GROW,
-                                           f"room for {extra} more pod"
-                                           f"{'s' if extra > 1 else ''}: grows to {size} of "
-                                           f"{entry.full_pods}"))
-                break
-
-    def shrink_for(self, entry: AppWrapperEntry, demand: Demand,
-                   lower: Sequence[AppWrapperEntry], candidates: tuple[int, ...]) -> bool:
-        """Make room for ``entry`` on one cluster by shrinking lower-priority elastic
-        AppWrappers there (never below their minimum); True when that is enough (orders
-        recorded, room held, ``entry`` pending), False to evict instead."""
-        best: tuple[tuple[int, str], int, dict[str, tuple[int, list[tuple[NodeName,
-                                                                     ResourceList]]]]] | None
-        best = None
-        for i in self.line.open(candidates):
-            cluster = self.board.clusters[i]
-            elastic = sorted(
-                (e for e in lower if e.elastic_min is not None and e.demand is not None
-                 and isinstance(e.phase, Admitted) and e.phase.cluster == cluster.name),
-                key=lambda e: (e.priority, -(e.dispatched or self.now).timestamp(), e.key))
-            if not elastic:
-                continue
-            plan = shrink_plan(demand, self.board.pools[i], [
-                (Holder(e.key, e.priority, cluster.name, e.demand.total, e.dispatched,
-                        cluster.held_by.get(e.key, ())),
-                 e.demand.pods, e.elastic_min or 0, e.demand.pod_sets[0].requests)
-                for e in elastic if e.demand is not None])
-            if plan is None:
-                continue
-            gone = sum(len(pods) for _, pods in plan.values())
-            if best is None or (gone, cluster.name) < best[0]:
-                best = ((gone, cluster.name), i, plan)
-        if best is None:
-            return False
-        _, index, plan = best
-        name = self.board.clusters[index].name
-        for key, (size, _) in sorted(plan.items()):
-            self.shrinking.add(key)
-            self.resizes.append(Resize(AppWrapperKey(key), size, SHRINK,
-                                       f"shrunk to {size} pods to make room for {entry.key} "
-                                       f"(priority {entry.priority}) on cluster {name}"))
-        leaving = [Holder(AppWrapperKey(key), 0, name, ResourceList(), None, tuple(pods))
-                   for key, (_, pods) in plan.items()]
-        self.hold(demand, index, leaving)
-        what = ", ".join(f"{key} to {size} pods" for key, (size, _) in sorted(plan.items()))
-        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
-                  f"waiting for elastic AppWrappers on cluster {name} to shrink: {what}"
-                  if plan else f"waiting for elastic AppWrappers on cluster {name} to "
-                               "finish shrinking")
-        return True
-
-    # -- head of line ----------------------------------------------------------------------
 
     def blocked(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
                 candidates: tuple[int, ...], outcome: Outcome, *, by_quota: bool) -> None:

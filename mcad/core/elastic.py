@@ -32,13 +32,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from mcad.core.capacity import NodeName, NodePool
+from mcad.core.capacity import AppWrapperKey, NodeName, NodePool
+from mcad.core.deciding import CycleState
 from mcad.core.demand import Demand
-from mcad.core.placement import fit_gang
+from mcad.core.placement import Placement, fit_gang
 from mcad.core.preemption import Holder
+from mcad.core.quota import QuotaAssignment, QuotaForest
 from mcad.core.resources import ResourceList
+from mcad.core.snapshot import Admitted, AppWrapperEntry, Dispatch, PendingReason, Resize
 
 ELASTIC_ANNOTATION = "workload.codeflare.dev/elastic"
+GROW, SHRINK = "Grow", "Shrink"
+"""The reasons of ``Resize`` orders."""
 
 
 def sized(demand: Demand, pods: int) -> Demand:
@@ -138,3 +143,152 @@ def merged(manifest: Mapping[str, Any], change: Mapping[str, Any]) -> dict[str, 
     out = dict(manifest)
     out["spec"] = {**(manifest.get("spec") or {}), **change.get("spec", {})}
     return out
+
+
+class ElasticSteps(CycleState):
+    """The cycle's elastic steps: start small, grow last, shrink before evicting."""
+
+    def start_small(self, entry: AppWrapperEntry, demand: Demand,
+                    assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
+        """Dispatch an elastic ``entry`` at the largest size down to its minimum that fits
+        quota and one cluster now; True when done."""
+        minimum = entry.elastic_min
+        assert minimum is not None
+        quota = self.line.held_quota or self.quota
+        for pods in range(demand.pods - 1, minimum - 1, -1):
+            trial = sized(demand, pods)
+            if quota.fits(assignment, trial.total) is not None:
+                continue
+            placement = self.board.place(trial, self.line.open(candidates),
+                                         policy=self.policy.placement,
+                                         avoid=entry.avoid_cluster)
+            if isinstance(placement, Placement):
+                self.charge(assignment, trial.total)
+                self.dispatches.append(Dispatch(entry.key, placement.cluster, placement, pods))
+                return True
+        return False
+
+    def grow(self) -> None:
+        """Admitted elastic AppWrappers below full size take what is left on their own
+        cluster and in quota, highest priority first: after every queued AppWrapper was
+        decided, so growth never takes room from one that fits, nor from the head of the
+        line (its held quota and closed cluster are respected)."""
+        growing = [(e, a) for e, a in self.admitted
+                   if e.elastic_min is not None and e.full_pods is not None
+                   and e.demand is not None and e.demand.pods < e.full_pods
+                   and not e.draining and e.key not in self.evicted
+                   and e.key not in self.shrinking]
+        growing.sort(key=lambda ea: (-ea[0].priority, ea[0].dispatched or self.now, ea[0].key))
+        quota = self.line.held_quota or self.quota
+        for entry, assignment in growing:
+            assert entry.demand is not None and entry.full_pods is not None
+            assert isinstance(entry.phase, Admitted)
+            index = self.board.index(entry.phase.cluster)
+            if index is None or not self.line.open((index,)):
+                continue
+            for extra in range(entry.full_pods - entry.demand.pods, 0, -1):
+                more = sized(entry.demand, extra)
+                if quota.fits(assignment, more.total) is not None:
+                    continue
+                if isinstance(fit_gang(self.board.pools[index], more, explain=False), str):
+                    continue
+                self.charge(assignment, more.total)
+                size = entry.demand.pods + extra
+                self.resizes.append(Resize(entry.key, size, GROW,
+                                           f"room for {extra} more pod"
+                                           f"{'s' if extra > 1 else ''}: grows to {size} of "
+                                           f"{entry.full_pods}"))
+                break
+
+    def shrink_for(self, entry: AppWrapperEntry, demand: Demand,
+                   lower: Sequence[AppWrapperEntry], candidates: tuple[int, ...]) -> bool:
+        """Make room for ``entry`` on one cluster by shrinking lower-priority elastic
+        AppWrappers there (never below their minimum); True when that is enough (orders
+        recorded, room held, ``entry`` pending), False to evict instead."""
+        best: tuple[tuple[int, str], int, dict[str, tuple[int, list[tuple[NodeName,
+                                                                     ResourceList]]]]] | None
+        best = None
+        for i in self.line.open(candidates):
+            cluster = self.board.clusters[i]
+            elastic = sorted(
+                (e for e in lower if e.elastic_min is not None and e.demand is not None
+                 and isinstance(e.phase, Admitted) and e.phase.cluster == cluster.name),
+                key=lambda e: (e.priority, -(e.dispatched or self.now).timestamp(), e.key))
+            if not elastic:
+                continue
+            plan = shrink_plan(demand, self.board.pools[i], [
+                (Holder(e.key, e.priority, cluster.name, e.demand.total, e.dispatched,
+                        cluster.held_by.get(e.key, ())),
+                 e.demand.pods, e.elastic_min or 0, e.demand.pod_sets[0].requests)
+                for e in elastic if e.demand is not None])
+            if plan is None:
+                continue
+            gone = sum(len(pods) for _, pods in plan.values())
+            if best is None or (gone, cluster.name) < best[0]:
+                best = ((gone, cluster.name), i, plan)
+        if best is None:
+            return False
+        _, index, plan = best
+        name = self.board.clusters[index].name
+        for key, (size, _) in sorted(plan.items()):
+            self.shrinking.add(key)
+            self.resizes.append(Resize(AppWrapperKey(key), size, SHRINK,
+                                       f"shrunk to {size} pods to make room for {entry.key} "
+                                       f"(priority {entry.priority}) on cluster {name}"))
+        leaving = [Holder(AppWrapperKey(key), 0, name, ResourceList(), None, tuple(pods))
+                   for key, (_, pods) in plan.items()]
+        self.hold(demand, index, leaving)
+        what = ", ".join(f"{key} to {size} pods" for key, (size, _) in sorted(plan.items()))
+        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
+                  f"waiting for elastic AppWrappers on cluster {name} to shrink: {what}"
+                  if plan else f"waiting for elastic AppWrappers on cluster {name} to "
+                               "finish shrinking")
+        return True
+
+    def shrink_instead(self, assignment: QuotaAssignment, total: ResourceList,
+                       victims: Sequence[str], view: QuotaForest
+                       ) -> tuple[list[str], dict[str, tuple[int, ResourceList]]] | None:
+        """Shrink the elastic ``victims`` (never below their minimum) rather than evict
+        them, when that with the others' eviction gives ``assignment`` room for
+        ``total``: (whom to evict still, {key: (new size, what it gives back)}), or
+        None (evict them all)."""
+        admitted = {e.key: (e, a) for e, a in self.admitted}
+        elastic = [v for v in victims if (e := admitted[AppWrapperKey(v)][0]).elastic_min
+                   is not None and e.demand is not None and e.demand.pods > e.elastic_min
+                   and v not in self.shrinking]
+        if not elastic:
+            return None
+        amounts = {c.key: c for c in self.eviction_candidates()}
+        trial = view.copy()
+        evicted = [v for v in victims if v not in elastic]
+        for victim in evicted:
+            trial.release(amounts[victim].assignment, amounts[victim].amount)
+        sizes: dict[str, tuple[int, ResourceList]] = {}
+        for victim in elastic:
+            entry, charged = admitted[AppWrapperKey(victim)]
+            assert entry.demand is not None and entry.elastic_min is not None
+            per_pod = entry.demand.pod_sets[0].requests
+            size = entry.demand.pods
+            while size > entry.elastic_min:
+                trial.release(charged, per_pod)
+                size -= 1
+                sizes[victim] = (size, per_pod.scale(entry.demand.pods - size))
+                if trial.fits(assignment, total) is None:
+                    return evicted, sizes
+        return None
+
+    def shrink(self, orders: Mapping[str, tuple[int, ResourceList]], view: QuotaForest, *,
+               why: str) -> None:
+        """Order elastic AppWrappers to shrink, and give back their quota for this cycle."""
+        if self.after_evictions is None:
+            self.after_evictions = view.copy()
+        charges = self.eviction_candidates()
+        for charge in charges:
+            if charge.key in orders:
+                self.after_evictions.release(charge.assignment, orders[charge.key][1])
+        self.charges = [c for c in charges if c.key not in orders]
+        self.charge_priorities = [c.priority for c in self.charges]
+        for key, (size, _) in sorted(orders.items()):
+            self.shrinking.add(key)
+            self.resizes.append(Resize(AppWrapperKey(key), size, SHRINK,
+                                       f"shrunk to {size} pods {why}"))
