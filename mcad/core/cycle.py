@@ -102,7 +102,7 @@ def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
 
     # 4. Decide, in order, charging quota and nodes as AppWrappers are dispatched.
     for entry in order:
-        decider.decide(entry)
+        decider.decide(entry, order.assignment)
 
     # 5. Elastic AppWrappers grow into what is left (``mcad.core.elastic``).
     decider.grow()
@@ -115,7 +115,8 @@ def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
 class _Decider(PreemptionSteps):
     """Walks the queue: each AppWrapper's quota, placement and place in line."""
 
-    def decide(self, entry: AppWrapperEntry) -> None:
+    def decide(self, entry: AppWrapperEntry, known: QuotaAssignment | None = None) -> None:
+        """Decide ``entry`` (``known``: its quota assignment, when the order has it)."""
         # The hot path of the cycle: most of a long queue ends at a cached misfit, so
         # the checks below avoid calls and allocations where they can.
         not_before = entry.not_before
@@ -128,12 +129,15 @@ class _Decider(PreemptionSteps):
             self.pend(entry, PendingReason.INVALID_DEMAND,
                       entry.demand_error or "its resource demand could not be read")
             return
-        labels = entry.quota_labels
-        one_tree = self.one_tree
-        assignment = self._assignments.get(
-            labels.get(one_tree) if one_tree is not None else tuple(map(labels.get, self.trees)))
+        assignment: QuotaAssignment | QuotaProblem | None = known
         if assignment is None:
-            assignment = self.assignment(labels)
+            labels = entry.quota_labels
+            one_tree = self.one_tree
+            assignment = self._assignments.get(
+                labels.get(one_tree) if one_tree is not None
+                else tuple(map(labels.get, self.trees)))
+            if assignment is None:
+                assignment = self.assignment(labels)
         if isinstance(assignment, QuotaProblem):
             self.pend(entry, PendingReason(assignment.reason), assignment.message)
             return

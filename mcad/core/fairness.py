@@ -47,6 +47,9 @@ class Orderable(Protocol):
     def priority_slope(self) -> float: ...
     @property
     def queued_since(self) -> datetime | None: ...
+    @property
+    def since(self) -> float:
+        """``queued_since or created`` as POSIX seconds (the sort key)."""
 
 
 E = TypeVar("E", bound=Orderable)
@@ -66,14 +69,20 @@ def order_key(entry: Orderable, now: datetime) -> tuple[float, datetime, str]:
 
 
 class _Group(Generic[E]):
-    __slots__ = ("assignment", "entries", "leaves", "position", "stamp")
+    __slots__ = ("assignment", "entries", "leaves", "position", "ranks", "share", "stamp",
+                 "within")
 
     def __init__(self, assignment: QuotaAssignment) -> None:
         self.assignment = assignment
         self.leaves = frozenset(assignment.leaves)
         self.entries: list[E] = []
+        self.ranks: list[int] = []
+        """Each entry's place in priority order (priority, age, uid)."""
         self.position = 0
         self.stamp = 0
+        self.within: dict[ResourceList, bool] = {}
+        """Demand -> fits within the group's own quota, at the forest's current usage."""
+        self.share: float | None = None
 
 
 class FairOrder(Generic[E]):
@@ -88,29 +97,36 @@ class FairOrder(Generic[E]):
         self.first: list[E] = []
         self.rest: list[E] = []
         self.groups: dict[QuotaAssignment, _Group[E]] = {}
-        self.rank: dict[int, int] = {}
+        self.assignment: QuotaAssignment | None = None
+        """The quota assignment of the entry last yielded (None: not charged)."""
         for rank, entry in enumerate(ordered):
             assignment = assignment_of(entry) if demand_of(entry) is not None else None
             if assignment is None or isinstance(assignment, QuotaProblem):
                 self.first.append(entry)
                 continue
             self.rest.append(entry)
-            self.rank[id(entry)] = rank
             group = self.groups.get(assignment)
             if group is None:
                 group = self.groups[assignment] = _Group(assignment)
             group.entries.append(entry)
+            group.ranks.append(rank)
         self.plain = len(self.groups) <= 1 or not fair or not forest.trees()
         self._heap: list[tuple[tuple[int, float, int], int, int]] = []
         self._by_id: list[_Group[E]] = list(self.groups.values())
-        self._within: dict[tuple[QuotaAssignment, ResourceList], bool] = {}
-        self._shares: dict[QuotaAssignment, float] = {}
         self._version = -1
 
     def __iter__(self) -> Iterator[E]:
         yield from self.first
         if self.plain:
-            yield from self.rest
+            if len(self.groups) == 1:
+                self.assignment = next(iter(self.groups))
+                yield from self.rest
+                return
+            assignment_of = {id(e): g.assignment for g in self.groups.values()
+                             for e in g.entries}
+            for entry in self.rest:
+                self.assignment = assignment_of[id(entry)]
+                yield entry
             return
         for index in range(len(self._by_id)):
             self._push(index)
@@ -121,6 +137,7 @@ class FairOrder(Generic[E]):
             if stamp != group.stamp:
                 continue
             entries = group.entries
+            self.assignment = group.assignment
             while group.position < len(entries):
                 entry = entries[group.position]
                 group.position += 1
@@ -157,24 +174,23 @@ class FairOrder(Generic[E]):
         share when borrowing, its rank in priority order); None when it has no head."""
         if group.position >= len(group.entries):
             return None
-        head = group.entries[group.position]
-        rank = self.rank[id(head)]  # its place in priority order: priority, age, uid
-        if self.forest.version != self._version:
-            self._within.clear()
-            self._shares.clear()
+        rank = group.ranks[group.position]
+        if self.forest.version != self._version:  # usage changed: recompute on demand
+            for each in self._by_id:
+                each.within.clear()
+                each.share = None
             self._version = self.forest.version
-        demand = self.demand_of(head)
+        demand = self.demand_of(group.entries[group.position])
         assert demand is not None
-        shape = (group.assignment, demand)
-        within = self._within.get(shape)
+        within = group.within.get(demand)
         if within is None:
-            within = self._within[shape] = self.forest.within_own_quota(group.assignment,
-                                                                        demand)
+            within = group.within[demand] = self.forest.within_own_quota(group.assignment,
+                                                                         demand)
         if within:
             return (0, 0.0, rank)
-        share = self._shares.get(group.assignment)
+        share = group.share
         if share is None:
-            share = self._shares[group.assignment] = self.forest.share(group.assignment)
+            share = group.share = self.forest.share(group.assignment)
         return (1, share, rank)
 
 
@@ -185,7 +201,7 @@ def in_order(entries: Sequence[E], now: datetime) -> list[E]:
     hold datetimes is several times slower, and a cycle sorts thousands of entries.
     """
     ordered = sorted(entries, key=_UID)
-    ordered.sort(key=_SINCE)
+    ordered.sort(key=_SINCE)  # POSIX seconds, computed once per entry
     if any(e.priority_slope for e in entries):
         ordered.sort(key=lambda e: effective_priority(e, now), reverse=True)
     else:
@@ -193,10 +209,6 @@ def in_order(entries: Sequence[E], now: datetime) -> list[E]:
     return ordered
 
 
-def _since(entry: Orderable) -> datetime:
-    return entry.queued_since or entry.created
-
-
 _UID = operator.attrgetter("uid")
-_SINCE = _since
+_SINCE = operator.attrgetter("since")
 _PRIORITY = operator.attrgetter("priority")

@@ -38,7 +38,7 @@ message that says why.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcad.core.quantity import QuantityError, format_quantity
@@ -70,6 +70,15 @@ class QuotaAssignment:
     """The node an AppWrapper is charged to in each tree: ``(tree, node)``, by tree."""
 
     leaves: tuple[tuple[str, str], ...]
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # A key of several per-cycle dicts, looked up once per queued AppWrapper: hash
+        # the leaves once rather than on every lookup.
+        object.__setattr__(self, "_hash", hash(self.leaves))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ evicted, never below the minimum, never over a node or a hard quota."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -235,8 +237,7 @@ def test_growth_never_jumps_the_queue(snapshot: Snapshot) -> None:
     frozen = Snapshot(now=snapshot.now, clusters=snapshot.clusters, quota=snapshot.quota,
                       policy=snapshot.policy, appwrappers=tuple(
                           e if e.full_pods is None else
-                          type(e)(**{**{f: getattr(e, f) for f in e.__slots__},
-                                     "full_pods": e.demand.pods if e.demand else None})
+                          replace(e, full_pods=e.demand.pods if e.demand else None)
                           for e in snapshot.appwrappers))
     without = dispatch_cycle(frozen)
     assert [(d.key, d.pods) for d in with_growth.dispatches] == \

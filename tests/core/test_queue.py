@@ -23,6 +23,10 @@ class Item:
     priority_slope: float = 0.0
     queued_since: datetime | None = None
 
+    @property
+    def since(self) -> float:
+        return (self.queued_since or self.created).timestamp()
+
 
 @dataclass
 class OrderCase:
