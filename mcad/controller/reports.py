@@ -81,10 +81,11 @@ class Reports:
         for rec in self.state.appwrappers.values():
             state = rec.state if rec.state in counts else "Pending"
             counts["Running" if rec.assumed_cluster else state] += 1
-            if rec.admitted and rec.demand is not None:
+            held = rec.admitted_demand() if rec.admitted else None  # elastic: as admitted
+            if held is not None:
                 assignment = forest.resolve(rec.meta.get("labels") or {})
                 if isinstance(assignment, QuotaAssignment):
-                    forest.charge(assignment, rec.demand.total)
+                    forest.charge(assignment, held.total)
         metrics.report_appwrapper_states(counts)
         metrics.report_elastic({
             (rec.namespace, rec.name): (rec.admitted_pods() or rec.demand.pods,

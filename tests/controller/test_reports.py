@@ -14,6 +14,8 @@ from mcad.controller.records import AppWrapperRecord
 from mcad.controller.reports import Reports
 from mcad.controller.state import ControllerState
 from mcad.core.capacity import AppWrapperKey
+from mcad.core.resources import ResourceList
+from tests.builders.quota import make_tree
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
 
@@ -50,3 +52,28 @@ async def test_one_summary_line_a_minute_counts_what_moved_since_the_last(
         "0 of 0 clusters ready",
         "summary: 2 queued, 1 running; 0 dispatched and 1 requeued in the last 60s; "
         "0 of 0 clusters ready"]
+
+
+async def test_an_elastic_appwrapper_is_charged_and_reported_at_its_admitted_size() -> None:
+    state = ControllerState()
+    state.forest = make_tree("t").node("root", gpu=64).build()
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "e"},
+           "spec": {"parallelism": 4, "template": {"spec": {"containers": [
+               {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}}
+    rec = AppWrapperRecord(obj={})
+    rec.update({"metadata": {"name": "e", "namespace": "ns", "uid": "e", "resourceVersion": "1",
+                             "generation": 1, "labels": {"t": "root"},
+                             "annotations": {"workload.codeflare.dev/elastic": "true"}},
+                "spec": {"schedulingSpec": {"minAvailable": 1},
+                         "resources": {"GenericItems": [{"generictemplate": job}]}},
+                "status": {"state": "Running", "clusterName": "spoke-1", "admittedPods": 2,
+                           "fullPods": 4}})
+    state.appwrappers[AppWrapperKey("ns/e")] = rec
+    forest = Reports(hub=None, state=state).report_metrics()  # type: ignore[arg-type]
+    assert forest.usage("t", "root")["nvidia.com/gpu"] == \
+        ResourceList.of(nvidia_com_gpu=16)["nvidia.com/gpu"]  # 2 of its 4 pods
+    sample = metrics.REGISTRY.get_sample_value
+    assert sample("mcad_appwrapper_admitted_pods",
+                  {"namespace": "ns", "name": "e", "size": "admitted"}) == 2
+    assert sample("mcad_appwrapper_admitted_pods",
+                  {"namespace": "ns", "name": "e", "size": "full"}) == 4
