@@ -126,14 +126,15 @@ def _fits(pool: NodePool, demand: Demand) -> bool:
 def resized_manifest(kind: str, api_version: str, manifest: Mapping[str, Any],
                      pods: int) -> dict[str, Any] | None:
     """The change that runs a wrapped object at ``pods`` pods (None: not one mcad
-    resizes): a Job's ``parallelism``, a PodGroup's ``minMember`` (never above it)."""
+    resizes): a Job's ``parallelism``; a PodGroup's ``minMember``, lowered to ``pods``
+    when it asks for more and back to what the template says when it grows again."""
     spec = manifest.get("spec") or {}
     if (api_version, kind) == ("batch/v1", "Job"):
         return {"spec": {"parallelism": pods}}
     if kind == "PodGroup" and api_version.startswith("scheduling.x-k8s.io/"):
         wanted = spec.get("minMember")
-        if isinstance(wanted, int) and wanted > pods:
-            return {"spec": {"minMember": pods}}
+        if isinstance(wanted, int) and not isinstance(wanted, bool):
+            return {"spec": {"minMember": min(wanted, pods)}}
         return None
     return None
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mcad.core.capacity import AppWrapperKey
 from mcad.core.cycle import Resize, dispatch_cycle
+from mcad.core.elastic import resized_manifest
 from mcad.core.snapshot import Admitted, Snapshot
 from tests.builders.clusters import ClusterBuilder, make_cluster
 from tests.builders.quota import make_tree
@@ -242,3 +243,14 @@ def test_growth_never_jumps_the_queue(snapshot: Snapshot) -> None:
     without = dispatch_cycle(frozen)
     assert [(d.key, d.pods) for d in with_growth.dispatches] == \
         [(d.key, d.pods) for d in without.dispatches]
+
+
+def test_a_resize_sets_the_jobs_parallelism_and_keeps_the_pod_group_within_it() -> None:
+    group = {"spec": {"minMember": 4}}
+    assert resized_manifest("Job", "batch/v1", {"spec": {"parallelism": 4}}, 2) == \
+        {"spec": {"parallelism": 2}}
+    assert resized_manifest("PodGroup", "scheduling.x-k8s.io/v1alpha1", group, 2) == \
+        {"spec": {"minMember": 2}}
+    assert resized_manifest("PodGroup", "scheduling.x-k8s.io/v1alpha1", group, 4) == \
+        {"spec": {"minMember": 4}}  # grown back: the template's gang again
+    assert resized_manifest("ConfigMap", "v1", {"data": {}}, 2) is None
