@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +219,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
             await asyncio.sleep(1)
 
     prober = asyncio.create_task(probe_loop())
+    profiler = start_profile(mcad.proc.pid, PROFILE_S)
     wanted = set(names)
     last_report = time.monotonic()
     try:
@@ -236,6 +238,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         prober.cancel()
         metrics_text = mcad.metrics()
     finally:
+        profile = finish_profile(profiler)
         stop_mcad(mcad)
         sampler.cancel()
         for w in watchers:
@@ -255,8 +258,70 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "cycle_p99_ms": 1000 * cycle_quantile(metrics_text, 0.99),
         "rss_max_mb": max(samples.rss_mb, default=0.0),
         "cpu_mean": statistics.fmean(samples.cpu) if samples.cpu else 0.0,
+        "profile": profile,
         "timeline": timeline,
     }
+
+
+PROFILE_S = 60
+PROFILE_RAW = Path("/tmp/scale-mcad-profile.txt")
+PY_SPY = next((p for p in (Path(os.environ.get("VIRTUAL_ENV", "")) / "bin" / "py-spy",
+                           REPO / ".venv" / "bin" / "py-spy") if p.is_file()), None)
+
+
+def start_profile(pid: int, seconds: int) -> subprocess.Popen[bytes] | None:
+    """Sample mcad with py-spy (when installed: ``pip install py-spy``) for the first
+    ``seconds`` of the drain: where the controller's CPU goes, for the doc."""
+    if PY_SPY is None:
+        say("py-spy not installed: no profile (pip install py-spy)")
+        return None
+    return subprocess.Popen([str(PY_SPY), "record", "--pid", str(pid), "--duration",
+                             str(seconds), "--rate", "50", "--format", "raw", "--nonblocking",
+                             "--output", str(PROFILE_RAW)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def finish_profile(proc: subprocess.Popen[bytes] | None) -> list[tuple[str, float, float]]:
+    """(function, share of samples in it or below, share with it on top), largest first."""
+    if proc is None:
+        return []
+    try:
+        proc.wait(timeout=PROFILE_S + 30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    if not PROFILE_RAW.is_file():
+        return []
+    inclusive: dict[str, int] = {}
+    own: dict[str, int] = {}
+    total = 0
+    for line in PROFILE_RAW.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = [_frame(f) for f in stack.split(";") if f]
+        for name in set(frames):
+            inclusive[name] = inclusive.get(name, 0) + count
+        if frames:
+            own[frames[-1]] = own.get(frames[-1], 0) + count
+    if not total:
+        return []
+    ranked = sorted(inclusive, key=lambda n: (-own.get(n, 0), -inclusive[n]))[:12]
+    mcad_frames = sorted((n for n in inclusive if n.startswith("mcad.") or "(mcad/" in n),
+                         key=lambda n: -inclusive[n])[:12]
+    names = list(dict.fromkeys([*mcad_frames, *ranked]))
+    return [(n, inclusive[n] / total, own.get(n, 0) / total) for n in names]
+
+
+def _frame(frame: str) -> str:
+    """py-spy's "function (path/to/file.py:line)" as "function (file path)"."""
+    name, _, where = frame.partition(" (")
+    path = where.rsplit(":", 1)[0]
+    short = path.split("/site-packages/")[-1].split("/lib/python3.11/")[-1]
+    if "/mcad/" in short:
+        short = "mcad/" + short.split("/mcad/", 1)[1]
+    return f"{name} ({short})"
 
 
 def plot(timeline: list[float], path: Path) -> None:
@@ -301,7 +366,18 @@ def render(f: dict[str, Any], nodes: int, roof: float) -> str:
         f"| controller RSS, max | {f['rss_max_mb']:.0f} MB | <= 250 MB |",
         f"| controller CPU, mean while draining | {f['cpu_mean']:.2f} cores | |",
         f"| mcad start to ready ({f['appwrappers']:,} queued) | {f['startup_s']:.1f} s | |", "",
-        "![Dispatches per second while the backlog drains](img/scale-throughput.png)", ""])
+        "![Dispatches per second while the backlog drains](img/scale-throughput.png)", "",
+        *profile_table(f.get("profile") or [])])
+
+
+def profile_table(rows: list[tuple[str, float, float]]) -> list[str]:
+    if not rows:
+        return []
+    return [f"Where mcad's CPU went in the first {PROFILE_S} s of the drain (py-spy, 50 "
+            "samples/s; share of samples with the function on the stack, and on top):", "",
+            "| function | on the stack | on top |", "|---|---:|---:|",
+            *(f"| `{name}` | {inclusive:.0%} | {own:.0%} |" for name, inclusive, own in rows),
+            ""]
 
 
 def main() -> int:
