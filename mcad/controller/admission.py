@@ -103,6 +103,7 @@ class Admission:
         if not ok:
             return False
         rec.objects_ensured = False
+        rec.counts_written_at = now  # written with none: the first pods wait their turn
         rec.last_pending, rec.wanted_pending = ("", ""), None
         metrics.count_dispatch(cluster)
         metrics.observe_queue_wait(max(0.0, (now - since).total_seconds()))

@@ -61,6 +61,11 @@ SPOKE_LOST = "SpokeLost"
 CREATING = "Creating"
 """Dispatched condition reason while creating the wrapped objects is being retried."""
 NOT_READY_AGAIN = "PodsNotReady"
+COUNTS_EVERY_S = 5.0
+"""Pod counts alone (status.pending/running/...) are written at most this often: a
+1-pod AppWrapper's pod goes Pending then Running within a second, and writing both
+would add a hub write to every dispatch. State and condition changes are written at
+once (with the counts of the moment)."""
 """PodsReady False after it was True: the gang lost pods; the requeuing time runs from
 this condition's lastTransitionTime."""
 
@@ -201,11 +206,18 @@ class Lifecycle:
                 NOT_READY_AGAIN if was_ready else "WaitingForPods"
             message = (f"{pods.ready + pods.succeeded} of "
                        f"{demand.min_available if demand else 1} pods ready")
-            if same_counts and cond.get("status") == ready and rec.state == "Running" \
-                    and (decision.ready or cond.get("reason") == reason):
+            unchanged = cond.get("status") == ready and rec.state == "Running" and \
+                (decision.ready or cond.get("reason") == reason)
+            if unchanged and same_counts:
                 return again
-            await self.writer.patch_status(rec, {**counts, "state": "Running"},
-                                           conditions=(("PodsReady", ready, reason, message),))
+            if unchanged and rec.counts_written_at is not None:  # only the counts moved
+                wait = COUNTS_EVERY_S - (now - rec.counts_written_at).total_seconds()
+                if wait > 0:
+                    return wait + 0.01 if again is None else min(again, wait + 0.01)
+            if await self.writer.patch_status(
+                    rec, {**counts, "state": "Running"},
+                    conditions=(("PodsReady", ready, reason, message),)):
+                rec.counts_written_at = now
             if decision.ready and cond.get("status") != "True":
                 self.writer.event(rec, reason="PodsReady", message=message)
             elif reason == NOT_READY_AGAIN and cond.get("status") == "True":

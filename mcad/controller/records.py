@@ -82,6 +82,8 @@ class AppWrapperRecord:
     last_pending: tuple[str, str] = ("", "")
     """The pending reason and message last written to the hub."""
     last_pending_at: datetime | None = None
+    counts_written_at: datetime | None = None
+    """When the pod counts were last written (they are coalesced: ``lifecycle``)."""
     wanted_pending: tuple[str, str] | None = None
     """The pending reason and message of the last cycle, to be written."""
     eviction: EvictionOrder | None = None

@@ -138,6 +138,23 @@ async def test_pods_drive_pods_ready_and_a_lost_pod_gets_the_requeuing_time_agai
     assert "after the gang lost pods" in world.condition("Requeuing")["message"]
 
 
+async def test_pod_counts_alone_are_written_at_most_every_five_seconds(
+        world: World) -> None:
+    world.hub.add(job_appwrapper("train", pods=2, gpus=4))
+    await dispatched(world)
+    writes = len(world.hub.transport.sent("PATCH", STATUS))
+    world.jobs.pod("train", 0, phase="Pending", ready=False)
+    await asyncio.sleep(2)
+    assert len(world.hub.transport.sent("PATCH", STATUS)) == writes  # counts only: later
+    await world.until("the count written", lambda: world.status().get("pending") == 1,
+                      within=5)
+    world.jobs.pod("train", 0, kind="MODIFIED")
+    world.jobs.pod("train", 1)
+    await world.until("ready", lambda: world.condition("PodsReady").get("status") == "True",
+                      within=1)  # a condition that changes is written at once
+    assert world.status()["running"] == 2
+
+
 async def test_the_jobs_own_complete_condition_completes_it(world: World) -> None:
     world.hub.add(job_appwrapper("train"))
     await dispatched(world)
