@@ -7,6 +7,7 @@ is what broke.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 
 from e2e.cluster.components import PERMIT_WAITING_SECONDS
 from e2e.cluster.launcher import down, up
+from e2e.cluster.supervisor import HOLD_BEFORE_READY_ENV
 from e2e.cluster.topology import TestbedSpec, pid_alive, read_state
 from e2e.conftest import Cluster
 from e2e.waiting import holds_for, wait_until
@@ -185,7 +187,8 @@ def test_ctrl_c_during_up_leaves_no_process(tmp_path: Path) -> None:
     directory = tmp_path / "tb"
     proc = subprocess.Popen(
         [sys.executable, "-m", "e2e.cluster", "up", "--dir", str(directory), "--spokes", "1",
-         "--nodes", "1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+         "--nodes", "1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, HOLD_BEFORE_READY_ENV: "60"})  # so Ctrl-C lands during up
 
     def started() -> bool:
         state = read_state(directory)

@@ -46,6 +46,9 @@ PR_SET_PDEATHSIG = 1
 STARTUP_TIMEOUT_S = 240.0
 
 
+HOLD_BEFORE_READY_ENV = "MCAD_TESTBED_HOLD_BEFORE_READY_S"
+"""Seconds the supervisor waits before it records ``ready`` (tests of Ctrl-C only)."""
+
 class StartupError(Exception):
     """A component did not come up; the message says which and where its log is."""
 
@@ -196,6 +199,9 @@ class Supervisor:
             if self.spec.nodes_of(c.name):
                 self._wait(f"{c.name} nodes Ready", lambda c=c: self._nodes_ready(c), deadline)  # type: ignore[misc]
         self.state.up_seconds = round(time.monotonic() - started, 2)
+        # Tests of an interrupted ``up`` hold it here, so Ctrl-C surely lands before ready.
+        self.stopping.wait(float(os.environ.get(HOLD_BEFORE_READY_ENV, "0") or 0))
+        self._check_alive()  # stopped while held: never "ready"
         self.state.phase = "ready"
         self._save()
 
