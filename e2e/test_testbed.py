@@ -188,7 +188,10 @@ def test_ctrl_c_during_up_leaves_no_process(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "e2e.cluster", "up", "--dir", str(directory), "--spokes", "1",
          "--nodes", "1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, HOLD_BEFORE_READY_ENV: "60"})  # so Ctrl-C lands during up
+        env={**os.environ, HOLD_BEFORE_READY_ENV: "60"},  # so Ctrl-C lands during up
+        # Run from a background job (nohup, &), SIGINT is inherited as ignored, and
+        # Python then never raises KeyboardInterrupt: give the child the default back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
 
     def started() -> bool:
         state = read_state(directory)
