@@ -129,7 +129,8 @@ class Lifecycle:
         if rec.admitted_pods() == pods or not rec.elastic:
             rec.resize = None
             return
-        await self.objects.resize(rec, pods)
+        if not await self.objects.resize(rec, pods):
+            return  # its cluster cannot be used now: the order waits, status unchanged
         if await self.writer.patch_status(rec, {"admittedPods": pods,
                                                 "message": message}):
             rec.resize = None

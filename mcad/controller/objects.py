@@ -196,14 +196,15 @@ class ObjectManager:
         link.namespaces_made.add(namespace)
         return None
 
-    async def resize(self, rec: AppWrapperRecord, pods: int) -> None:
+    async def resize(self, rec: AppWrapperRecord, pods: int) -> bool:
         """Run the elastic AppWrapper's objects at ``pods`` pods (its Job's parallelism,
-        its PodGroup's minMember); an API error is raised (the work queue retries)."""
+        its PodGroup's minMember); False when its cluster cannot be used now (nothing
+        was changed); an API error is raised (the work queue retries)."""
         link = self.usable_link(rec.cluster)
         planned = self.plan(rec)
         if link is None or link.conn is None or link.discovery is None or \
                 isinstance(planned, Refusal):
-            return
+            return False
         for wrapped in planned:
             change = resized_manifest(wrapped.kind, wrapped.api_version, wrapped.manifest, pods)
             if change is None:
@@ -217,6 +218,7 @@ class ObjectManager:
             except ApiError as err:
                 metrics.count_api_error(link.name, err.reason or type(err).__name__)
                 raise
+        return True
 
     def created(self, rec: AppWrapperRecord) -> list[tuple[str, str, str]]:
         """(apiVersion, kind, name) of what the current dispatch created: as recorded at
