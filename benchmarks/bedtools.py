@@ -30,6 +30,23 @@ from mcad.gateway.resources import ResourceRef  # noqa: E402
 from mcad.gateway.watch import Changed, Relisted, watch_objects  # noqa: E402
 
 PODS = ResourceRef("v1", "Pod", "pods", namespaced=True)
+JOBS = ResourceRef("batch/v1", "Job", "jobs", namespaced=True)
+PODGROUPS = ResourceRef("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups", True)
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+SEED_SYSTEMS = ("kube-scheduler", "coscheduling", "mcad")
+"""What the seeds' experiments compare: Jobs alone, Jobs + PodGroups, AppWrappers."""
+SEED_NAMESPACE = "seed"
+
+
+async def seen_objects(conn: Connection, ref: ResourceRef, *, namespace: str | None = None,
+                       label_selector: str | None = None
+                       ) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every batch of ``ref`` objects a watch brings (a relist's, or one changed), forever;
+    the benchmarks only look at what they see, deletions included as last seen."""
+    async for event in watch_objects(conn, ref, namespace=namespace,
+                                     label_selector=label_selector):
+        yield event.items if isinstance(event, Relisted) else \
+            [event.obj] if isinstance(event, Changed) else []
 DOC = REPO / "docs" / "benchmarks.md"
 
 
@@ -135,9 +152,7 @@ class PodRecorder:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def follow(self, conn: Connection, namespace: str) -> None:
-        async for event in watch_objects(conn, PODS, namespace=namespace):
-            items = event.items if isinstance(event, Relisted) else \
-                [event.obj] if isinstance(event, Changed) else []
+        async for items in seen_objects(conn, PODS, namespace=namespace):
             now = time.monotonic()
             for pod in items:
                 self._see(pod, now)

@@ -34,11 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from bedtools import (
+    JOBS,
     REPO,
     Mcad,
     connected,
     install_mcad,
     say,
+    seen_objects,
     start_mcad,
     stop_mcad,
     testbed,
@@ -50,10 +52,7 @@ from mcad.core.wrapping import UID_LABEL
 from mcad.gateway import objects as verbs
 from mcad.gateway import resources as refs
 from mcad.gateway.connection import Connection
-from mcad.gateway.resources import ResourceRef
-from mcad.gateway.watch import Changed, Relisted, watch_objects
 
-JOBS = ResourceRef("batch/v1", "Job", "jobs", True)
 SPOKES = ("spoke-1", "spoke-2", "spoke-3")
 CONCURRENCY = 64
 
@@ -126,9 +125,7 @@ class Seen:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def follow(self, conn: Connection) -> None:
-        async for event in watch_objects(conn, JOBS, label_selector=UID_LABEL):
-            items = event.items if isinstance(event, Relisted) else \
-                [event.obj] if isinstance(event, Changed) else []
+        async for items in seen_objects(conn, JOBS, label_selector=UID_LABEL):
             now = time.monotonic()
             for job in items:
                 self.jobs.setdefault(job["metadata"]["name"], now)

@@ -34,15 +34,25 @@ from pathlib import Path
 from typing import Any
 
 from bedtools import (
+    JOBS,
+    POD_GROUP_LABEL,
+    PODGROUPS,
     REPO,
     PodRecorder,
     connected,
     install_mcad,
     say,
+    seen_objects,
     start_mcad,
     stop_mcad,
     testbed,
     write_section,
+)
+from bedtools import (
+    SEED_NAMESPACE as NAMESPACE,
+)
+from bedtools import (
+    SEED_SYSTEMS as SYSTEMS,
 )
 
 from e2e.cluster.stages import RUNTIME
@@ -52,15 +62,9 @@ from mcad.gateway import resources as refs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError
 from mcad.gateway.resources import ResourceRef
-from mcad.gateway.watch import Changed, Relisted, watch_objects
 
-SYSTEMS = ("kube-scheduler", "coscheduling", "mcad")
 NODES, CPU_PER_NODE, PODS, CPU_PER_POD = 100, 10, 10, 2
 WORK_S, JITTER, DEADLINE_S = 180.0, 0.5, 900.0
-NAMESPACE = "seed"
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-PODGROUPS = ResourceRef("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups", True)
-JOBS = ResourceRef("batch/v1", "Job", "jobs", True)
 PODS_REF = ResourceRef("v1", "Pod", "pods", True)
 
 
@@ -134,9 +138,7 @@ async def gang_clock(conn: Connection, run: Run, scale: float) -> None:
 
 
 async def follow_jobs(conn: Connection, run: Run) -> None:
-    async for event in watch_objects(conn, JOBS, namespace=NAMESPACE):
-        items = event.items if isinstance(event, Relisted) else \
-            [event.obj] if isinstance(event, Changed) else []
+    async for items in seen_objects(conn, JOBS, namespace=NAMESPACE):
         for job in items:
             name = job["metadata"]["name"]
             for cond in (job.get("status") or {}).get("conditions") or []:

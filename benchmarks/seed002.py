@@ -40,31 +40,34 @@ from pathlib import Path
 from typing import Any
 
 from bedtools import (
+    JOBS,
+    POD_GROUP_LABEL,
+    PODGROUPS,
     REPO,
     PodRecorder,
     connected,
     install_mcad,
     say,
+    seen_objects,
     start_mcad,
     stop_mcad,
     testbed,
     write_section,
+)
+from bedtools import (
+    SEED_NAMESPACE as NAMESPACE,
+)
+from bedtools import (
+    SEED_SYSTEMS as SYSTEMS,
 )
 
 from e2e.cluster.stages import RUNTIME
 from e2e.cluster.topology import TestbedSpec
 from mcad.gateway import objects as verbs
 from mcad.gateway import resources as refs
-from mcad.gateway.resources import ResourceRef
-from mcad.gateway.watch import Changed, Relisted, watch_objects
 
-SYSTEMS = ("kube-scheduler", "coscheduling", "mcad")
 NODES, GPUS_PER_NODE, PODS, GPUS_PER_POD = 4, 8, 2, 8
 OCCUPANCY_S, INTERARRIVAL_S = 72.0, 17.0
-NAMESPACE = "seed"
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-PODGROUPS = ResourceRef("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups", True)
-JOBS = ResourceRef("batch/v1", "Job", "jobs", True)
 PUBLISHED = {  # seed 002's own figures (KubeCon NA 2023), 50 jobs, high load
     "kube-scheduler + coscheduling": {"avg_jct_s": 332.26, "avg_sched_latency_s": 188.40},
     "MCAD v1.31": {"avg_jct_s": 186.98, "avg_sched_latency_s": 42.47,
@@ -187,9 +190,7 @@ async def run_system(system: str, jobs: int, scale: float, log_dir: Path) -> Run
 
 
 async def _follow_jobs(conn: Any, run: Run) -> None:
-    async for event in watch_objects(conn, JOBS, namespace=NAMESPACE):
-        items = event.items if isinstance(event, Relisted) else \
-            [event.obj] if isinstance(event, Changed) else []
+    async for items in seen_objects(conn, JOBS, namespace=NAMESPACE):
         for job in items:
             run.job_created.setdefault(job["metadata"]["name"], time.monotonic())
 
