@@ -366,6 +366,12 @@ def table(spokes: list[dict[str, Any]], *, now: datetime) -> str:
                      str(ready.get("reason") or "-"), nodes,
                      _gpus_free(status) if synced else "-",
                      age(meta.get("creationTimestamp"), now=now)])
+    return columns(rows)
+
+
+def columns(rows: list[list[str]]) -> str:
+    """Rows (the first the header) as kubectl prints them: left-aligned columns three
+    spaces apart, no trailing blanks."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
                      .rstrip() for row in rows)

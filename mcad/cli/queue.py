@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import yaml
 
-from mcad.cli.cluster import age
+from mcad.cli.cluster import age, columns
 from mcad.gateway.connection import connect, default_kubeconfig_path
 from mcad.gateway.errors import ApiError, GatewayError
 
@@ -108,9 +108,7 @@ def queue_table(items: list[dict[str, Any]], *, wide: bool, now: datetime) -> st
                      str(item["priority"]), ",".join(item.get("quota") or []) or "-",
                      item["demand"], age(item.get("waitingSince"), now=now), item["reason"]]
                     + ([item.get("message", "")] if wide else []))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    return "\n".join("   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-                     .rstrip() for row in rows)
+    return columns(rows)
 
 
 # -- mcad explain ---------------------------------------------------------------------------
