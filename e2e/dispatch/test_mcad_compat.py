@@ -58,6 +58,33 @@ async def test_a_deployment_whose_selector_matches_only_after_mcads_label_merge_
     assert len(names) == 2, names
 
 
+async def test_the_objects_label_wins_over_the_templates_so_the_selector_matches(
+        mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str,
+        kubectl_path: Path) -> None:
+    """The shape MCAD's users wrote: object labels and selector say app=trainer, the pod
+    template says app=echo. MCAD's merge writes the object's labels over the template's,
+    so the spoke accepts it; a merge that kept the template's value would get a 422
+    ("selector does not match template labels") and a Failed AppWrapper."""
+    hub, spoke = clusters["hub"], clusters["spoke-1"]
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "trainer", "labels": {"app": "trainer"}},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "trainer"}},
+                           "template": {"metadata": {"labels": {"app": "echo"}},
+                                        "spec": {"containers": [CONTAINER]}}}}
+    await create_aw(hub, aw_namespace, appwrapper("trainer", deployment))
+
+    async def ready() -> dict[str, Any] | None:
+        aw = await get_aw(hub, aw_namespace, "trainer")
+        assert (aw.get("status") or {}).get("state") != "Failed", aw["status"]
+        return aw if condition(aw, "PodsReady").get("status") == "True" else None
+
+    running = await wait_until(ready, within=60, what="the Deployment's replica to be ready")
+    assert running["status"]["state"] == "Running"
+    names = _kubectl(kubectl_path, spoke, "get", "pods", "-n", aw_namespace,
+                     "-l", "app=trainer", "-o", "name").split()
+    assert len(names) == 1, names
+
+
 async def test_kubectl_finds_a_wrapped_jobs_pods_by_resource_name(
         mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str,
         kubectl_path: Path) -> None:

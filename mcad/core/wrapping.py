@@ -6,9 +6,9 @@ namespace, of a kind the configuration allows and that is not cluster-scoped.
 Each object (and every pod template inside it, whatever the kind: Job, JobSet,
 PyTorchJob, RayCluster...) is labelled with the AppWrapper's identity and, as MCAD
 does, ``resourceName: <object name>``, and its pod templates get the object's labels
-too; so its pods can be counted and found by MCAD's selectors, everything can be found
-again after a restart, and an object of the same name that is not ours is never
-mistaken for ours.
+too (written over the template's own, as MCAD does); so its pods can be counted and
+found by MCAD's selectors, everything can be found again after a restart, and an
+object of the same name that is not ours is never mistaken for ours.
 """
 
 from __future__ import annotations
@@ -165,12 +165,13 @@ def wrapped_objects(*, name: str, namespace: str, uid: str, spec: Mapping[str, A
         object_labels = {**(manifest_meta.get("labels") or {}), **own}
         manifest_meta["labels"] = object_labels
         for pod_template in _pod_templates(manifest.get("spec")):
-            # As MCAD's addLabelsToPodTemplateField: the object's labels (its own and
-            # mcad's) go onto its pods too, so a Deployment whose selector names the
-            # object's labels is valid; a value the template sets itself is kept (its
-            # own selector may rely on it), mcad's identity labels always win.
+            # As MCAD's addLabelsToPodTemplateField: the template keeps its own labels
+            # and the object's labels (its own and mcad's) are written over them, so on
+            # a key both set the object's value wins. MCAD's users relied on that: a
+            # Deployment whose selector and object labels say app=A while its template
+            # says app=B runs under MCAD (the merge makes the template match).
             pod_meta = pod_template.setdefault("metadata", {})
-            pod_meta["labels"] = {**object_labels, **(pod_meta.get("labels") or {}), **own}
+            pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **object_labels}
         completion = completion_types(str(item.get("completionstatus") or "")) or \
             DEFAULT_COMPLETION.get((api_version.rpartition("/")[0], kind), ())
         out.append(WrappedObject(index, api_version, kind, obj_name, manifest, completion))

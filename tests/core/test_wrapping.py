@@ -69,14 +69,29 @@ def test_a_deployment_selecting_its_objects_labels_is_valid_after_the_merge() ->
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
                   "metadata": {"name": "web", "labels": {"app": "web", "tier": "front"}},
                   "spec": {"selector": {"matchLabels": {"app": "web"}},
-                           "template": {"metadata": {"labels": {"tier": "back"}},
+                           "template": {"metadata": {"labels": {"tier": "back",
+                                                                 "role": "server"}},
                                         "spec": {"containers": [{"name": "c"}]}}}}
     planned = plan(deployment)
     assert isinstance(planned, list)
     pod_labels = planned[0].manifest["spec"]["template"]["metadata"]["labels"]
     assert pod_labels["app"] == "web"      # the selector matches now
-    assert pod_labels["tier"] == "back"    # the template's own value is kept
+    assert pod_labels["tier"] == "front"   # on a key both set, the object's value wins
+    assert pod_labels["role"] == "server"  # a key only the template sets is kept
     assert pod_labels[RESOURCE_NAME_LABEL] == "web"
+
+
+def test_the_objects_label_wins_over_the_templates_as_under_mcad() -> None:
+    """MCAD's addLabelsToPodTemplateField writes the object's labels over the
+    template's: a selector of app=trainer matches a template that said app=echo."""
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "trainer", "labels": {"app": "trainer"}},
+                  "spec": {"selector": {"matchLabels": {"app": "trainer"}},
+                           "template": {"metadata": {"labels": {"app": "echo"}},
+                                        "spec": {"containers": [{"name": "c"}]}}}}
+    planned = plan(deployment)
+    assert isinstance(planned, list)
+    assert planned[0].manifest["spec"]["template"]["metadata"]["labels"]["app"] == "trainer"
 
 
 def test_a_name_too_long_for_a_label_value_gets_no_resource_name_label() -> None:
