@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from mcad.api.documents import yaml_problem
@@ -131,9 +138,14 @@ class RunConfig(_Settings):
     spoke_namespace_pod_security: Literal["privileged", "baseline", "restricted"] = "baseline"
     """The Pod Security level enforced in the namespaces mcad creates on spokes, so a
     spoke's own admission refuses, say, a privileged pod in an AppWrapper."""
-    allow_unmanaged_namespaces: bool = False
-    """True: mcad may also write into spoke namespaces it did not create (and that lack
-    its label workload.codeflare.dev/managed=true), e.g. ones made by hand beforehand."""
+    spoke_namespaces: Literal["same", "managed"] = "same"
+    """same: a namespace is the same team's on every cluster (SIG Multicluster's namespace
+    sameness, which MultiKueue follows): mcad writes into a spoke namespace of the
+    AppWrapper's namespace's name when it exists (made by the platform, with its
+    ResourceQuota and policies) and creates it, labelled as mcad's, when it is missing.
+    managed: only into namespaces mcad created or that carry the label
+    workload.codeflare.dev/managed=true, for spokes shared with strangers. Either way the
+    system namespaces (kube-*, mcad's own) are refused."""
     quota_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
     """Namespaces QuotaSubtrees are read from (the controller's own namespace too); a
     QuotaSubtree anywhere else is ignored, so creating one grants nobody quota."""
@@ -143,6 +155,25 @@ class RunConfig(_Settings):
     spoke_lost_seconds: float = Field(300.0, gt=0)
     """Seconds a cluster may not answer before the AppWrappers on it are requeued
     elsewhere (reason SpokeLost) and deletions there stop waiting for it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_unmanaged_namespaces_setting(cls, data: Any) -> Any:
+        """``allowUnmanagedNamespaces`` (before ``spokeNamespaces``) keeps its meaning:
+        true is ``same``, false is ``managed``."""
+        if isinstance(data, dict):
+            for old in ("allowUnmanagedNamespaces", "allow_unmanaged_namespaces"):
+                if old in data:
+                    data = dict(data)
+                    value = data.pop(old)
+                    if not isinstance(value, bool):
+                        raise ValueError(f"{old} is {value!r}; use true or false (or "
+                                         "spokeNamespaces: same|managed, which replaces it)")
+                    if "spokeNamespaces" in data or "spoke_namespaces" in data:
+                        raise ValueError(f"{old} and spokeNamespaces are both set; keep "
+                                         "spokeNamespaces, which replaces it")
+                    data["spokeNamespaces"] = "same" if value else "managed"
+        return data
 
     @field_validator("namespace")
     @classmethod

@@ -5,7 +5,7 @@ says (the webhook) and what the dispatcher does must never disagree. An AppWrapp
 checked against the models the CRD is generated from, its demand is read as the
 dispatcher reads it (``mcad.core.demand``), and its wrapped objects are checked as they
 would be created (``mcad.core.wrapping``: allowed kinds, no cluster-scoped objects, no
-other namespace, no ServiceAccount-token Secrets unless allowed).
+other namespace, no ServiceAccount-token Secrets unless allowed, no system namespace).
 """
 
 from __future__ import annotations
@@ -19,7 +19,13 @@ from mcad.api.documents import parse_object
 from mcad.config import RunConfig
 from mcad.core.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem
-from mcad.core.wrapping import Refusal, WrappedObject, wrapped_kinds, wrapped_objects
+from mcad.core.wrapping import (
+    Refusal,
+    WrappedObject,
+    system_namespace,
+    wrapped_kinds,
+    wrapped_objects,
+)
 
 
 @dataclass
@@ -56,8 +62,12 @@ def check_appwrapper(doc: Any, *, config: RunConfig, namespace: str = "") -> App
         problem = elastic_problem(out.demand, wrapped_kinds(spec))
         if problem is not None:
             out.problems.append(f"metadata.annotations: {problem}")
+    where = namespace or str(meta.get("namespace") or "")
+    refused = system_namespace(where, controller_namespace=config.namespace) if where else None
+    if refused is not None:
+        out.problems.append(f"metadata.namespace: {refused.message}")
     planned = wrapped_objects(
-        name=str(meta.get("name") or ""), namespace=namespace or str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""), namespace=where,
         uid="", spec=spec, kind_allowed=config.kind_allowed,
         token_secrets_allowed=config.allow_service_account_token_secrets)
     if isinstance(planned, Refusal):

@@ -3,8 +3,9 @@ the admission webhook refuses an AppWrapper wrapping a ConfigMap from a user who
 create AppWrappers and Jobs but not ConfigMaps, and admits that user's Job; a wrapped
 RoleBinding is refused by default; a SpokeCluster whose kubeconfig runs an exec plugin is
 Ready=False and the plugin never runs; a privileged pod is refused by the spoke's Pod
-Security admission, with the reason on the AppWrapper; a spoke namespace mcad did not
-create is not written into; a QuotaSubtree outside the quota namespaces grants nothing."""
+Security admission, with the reason on the AppWrapper; a QuotaSubtree outside the quota
+namespaces grants nothing. (Which spoke namespaces mcad writes into:
+``e2e/dispatch/test_namespaces.py``.)"""
 
 from __future__ import annotations
 
@@ -217,23 +218,6 @@ async def test_a_privileged_pod_is_refused_by_the_spokes_pod_security(
     namespace = await spoke.core.read_namespace(aw_namespace)
     assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "baseline"
     assert namespace.metadata.labels["workload.codeflare.dev/managed"] == "true"
-
-
-async def test_a_spoke_namespace_mcad_did_not_create_is_not_written_into(
-        mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str) -> None:
-    hub = clusters["hub"]
-    await clusters["spoke-2"].core.create_namespace(
-        client.V1Namespace(metadata=client.V1ObjectMeta(name=aw_namespace)))
-    try:
-        await create_aw(hub, aw_namespace, job_appwrapper(
-            "squat", pods=1, gpus=1, runtime="1s",
-            scheduling={"clusterScheduling": {"clusters": [{"name": "spoke-2"}]}}))
-        failed = await wait_state(hub, aw_namespace, "squat", "Failed", within=60)
-        assert condition(failed, "Failed")["reason"] == "NamespaceNotManaged"
-        jobs = (await clusters["spoke-2"].batch.list_namespaced_job(aw_namespace)).items
-        assert jobs == []
-    finally:
-        await clusters["spoke-2"].core.delete_namespace(aw_namespace)
 
 
 async def test_a_quota_subtree_outside_the_quota_namespaces_grants_nothing(

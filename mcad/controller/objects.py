@@ -3,10 +3,12 @@
 Creation resolves every kind through the spoke's discovery first, so a cluster-scoped
 kind refuses the AppWrapper before anything exists, and a kind the chosen cluster does
 not serve sends it back to the queue to go elsewhere (``KindNotServed``); then it
-creates the namespace if missing (labelled as mcad's, with Pod Security enforced) and
-each object. An object the API server refuses for good (400/422 invalid, 403 forbidden,
-e.g. by Pod Security) fails the AppWrapper with the server's own sentence, after what
-was already created is deleted; other errors are retried with the work queue's backoff.
+creates the namespace if missing (labelled as mcad's, with Pod Security enforced; an
+existing one is the same team's, and the system namespaces are refused before anything
+is written) and each object. An object the API server refuses for good (400/422
+invalid, 403 forbidden, e.g. by Pod Security) fails the AppWrapper with the server's
+own sentence, after what was already created is deleted; other errors are retried with
+the work queue's backoff.
 An object that already exists with our uid label is ours (a restart or a retry, not a
 duplicate); one without it belongs to someone else, and the AppWrapper fails with that
 said rather than adopting it. On the hub itself (single-cluster mode) each object also
@@ -30,7 +32,14 @@ from mcad.controller.spokes import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import HubWriter
 from mcad.core.elastic import merged, resized_manifest
-from mcad.core.wrapping import Refusal, WrappedObject, is_ours, owned_by, wrapped_objects
+from mcad.core.wrapping import (
+    Refusal,
+    WrappedObject,
+    is_ours,
+    owned_by,
+    system_namespace,
+    wrapped_objects,
+)
 from mcad.gateway import objects as verbs
 from mcad.gateway import resources as refs
 from mcad.gateway.errors import (
@@ -66,11 +75,11 @@ class ObjectManager:
         """The objects to create, worked out once per generation of the AppWrapper (each
         pod event reconciles it; the manifests need not be rebuilt each time)."""
         if rec.planned is None:
-            rec.planned = wrapped_objects(name=rec.name, namespace=rec.namespace,
-                                          uid=rec.uid, spec=rec.spec,
-                                          kind_allowed=self.config.kind_allowed,
-                                          token_secrets_allowed=self.config.
-                                          allow_service_account_token_secrets)
+            rec.planned = system_namespace(
+                rec.namespace, controller_namespace=self.config.namespace) or wrapped_objects(
+                name=rec.name, namespace=rec.namespace, uid=rec.uid, spec=rec.spec,
+                kind_allowed=self.config.kind_allowed,
+                token_secrets_allowed=self.config.allow_service_account_token_secrets)
         return rec.planned
 
     def usable_link(self, cluster: str) -> SpokeLink | None:
@@ -81,10 +90,13 @@ class ObjectManager:
 
     async def refuse(self, rec: AppWrapperRecord, refusal: Refusal) -> None:
         """Fail the AppWrapper for good: nothing of it is (or stays) created."""
+        # Dispatched goes False with it: a refusal found after the dispatch was persisted
+        # (a namespace mcad may not write into) must not leave Dispatched=True behind.
         ok = await self.writer.patch_status(rec, {
             "state": "Failed", "message": refusal.message, "clusterName": "",
         }, conditions=(("Failed", "True", refusal.reason, refusal.message),
-                       ("Queued", "False", refusal.reason, refusal.message)))
+                       ("Queued", "False", refusal.reason, refusal.message),
+                       ("Dispatched", "False", refusal.reason, refusal.message)))
         if ok:
             self.writer.event(rec, reason=refusal.reason, message=refusal.message,
                               warning=True)
@@ -173,8 +185,11 @@ class ObjectManager:
         return True
 
     async def _ensure_namespace(self, link: SpokeLink, namespace: str) -> Refusal | None:
-        """Make the AppWrapper's namespace on the spoke (managed by mcad, with Pod Security
-        enforced), or say why mcad may not write into the one that is there."""
+        """Make the AppWrapper's namespace on the spoke when it is missing (labelled as
+        mcad's, with Pod Security enforced). One that exists is the same team's
+        (``spokeNamespaces: same``, the default) and is used as it is; with
+        ``spokeNamespaces: managed`` only one mcad made or labelled is, and otherwise
+        the sentence says why not."""
         if namespace in link.namespaces_made:
             return None
         assert link.conn is not None
@@ -188,11 +203,11 @@ class ObjectManager:
             existing = await verbs.get(link.conn, refs.NAMESPACES, namespace)
             managed = ((existing.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL)
             if managed != "true" and not link.local and \
-                    not self.config.allow_unmanaged_namespaces:
+                    self.config.spoke_namespaces == "managed":
                 return Refusal("NamespaceNotManaged", (
                     f"namespace {namespace} exists on cluster {link.name} and mcad did not "
-                    f"create it; mcad writes only into spoke namespaces it created or that "
-                    f"are labelled {MANAGED_LABEL}=true (allowUnmanagedNamespaces)"))
+                    f"create it; with spokeNamespaces: managed, mcad writes only into spoke "
+                    f"namespaces it created or that are labelled {MANAGED_LABEL}=true"))
         link.namespaces_made.add(namespace)
         return None
 

@@ -224,3 +224,19 @@ def test_preemption_takes_the_old_boolean_or_its_two_kinds(
         tmp_path: Path, text: str, priority: bool, reclaim: bool) -> None:
     policy = load_run_config(write(tmp_path, text)).cycle_policy().preemption
     assert (policy.priority, policy.reclaim) == (priority, reclaim)
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("", "same"), ("spokeNamespaces: managed", "managed"),
+    ("allowUnmanagedNamespaces: true", "same"), ("allowUnmanagedNamespaces: false", "managed"),
+])
+def test_spoke_namespaces_default_to_sameness_and_the_old_setting_keeps_its_meaning(
+        tmp_path: Path, text: str, want: str) -> None:
+    assert load_run_config(write(tmp_path, text)).spoke_namespaces == want
+
+
+def test_the_old_and_new_namespace_settings_together_are_a_sentence(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="allowUnmanagedNamespaces and spokeNamespaces are "
+                                          "both set; keep spokeNamespaces"):
+        load_run_config(write(tmp_path, "allowUnmanagedNamespaces: true\n"
+                                        "spokeNamespaces: managed"))
