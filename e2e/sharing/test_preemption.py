@@ -1,6 +1,7 @@
 """Priority preemption on the real test bed: a high-priority gang that fits nowhere
 evicts the fewest lower-priority AppWrappers on one cluster, each exactly once, runs,
-and the evicted ones come back; a team under its quota reclaims what another borrowed."""
+and the evicted ones come back; a team under its quota reclaims what another borrowed,
+also across a forest of two trees as MCAD does."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from typing import Any
 
 from e2e.conftest import Cluster
 from e2e.controller import (
+    QST,
     ControllerProcess,
     condition,
     controller_with,
     create_aw,
     get_aw,
     job_appwrapper,
+    subtree,
     wait_state,
 )
 from e2e.sharing.conftest import TREE, events_for, status_of
@@ -143,3 +146,48 @@ async def test_a_team_under_its_quota_reclaims_what_another_borrowed(
         await wait_until(waits_for_quota, within=30, what="a-borrowed to wait for quota")
         assert controller.sample("mcad_quota_used", tree=TREE, node="team-b",
                                  resource="nvidia.com/gpu") == 8
+
+
+async def test_reclaim_across_a_two_tree_forest_as_under_mcad(
+        mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str,
+        tmp_path: Path) -> None:
+    """MCAD's users charge every AppWrapper in two trees. context: root 16 over gold 8 and
+    silver 8 (soft); service: root 16 over gold 16. silver/gold (2 x 8) runs, borrowing 8
+    in the context tree and within its quota in the service tree; gold/gold (1 x 8, same
+    priority) then reclaims: the borrower is requeued (Preempted) and gold/gold runs."""
+    hub, ns = clusters["hub"], aw_namespace
+    context, service = f"ctx_{ns[-6:]}", f"svc_{ns[-6:]}"
+    trees = [subtree(context, f"{context}-root".replace("_", "-"), parent=None,
+                     children=[("root", 16, True)]),
+             subtree(context, f"{context}-teams".replace("_", "-"), parent="root",
+                     children=[("gold", 8, False), ("silver", 8, False)]),
+             subtree(service, f"{service}-root".replace("_", "-"), parent=None,
+                     children=[("root", 16, True)]),
+             subtree(service, f"{service}-teams".replace("_", "-"), parent="root",
+                     children=[("gold", 16, False)])]
+    for tree in trees:
+        await hub.custom.create_namespaced_custom_object(*QST[:2], "kube-system", QST[2], tree)
+    try:
+        with controller_with(mcad, tmp_path, preemption=True) as controller:
+            async def known() -> bool:
+                return controller.sample("mcad_quota_limit", tree=service, node="gold",
+                                         resource="nvidia.com/gpu") == 16
+
+            await wait_until(known, within=30, what="the controller to load both trees")
+            await create_aw(hub, ns, job_appwrapper(
+                "silver-gold", pods=2, gpus=8, runtime=None, requeuing=PAUSE,
+                labels={context: "silver", service: "gold"}))
+            await wait_ready(hub, ns, "silver-gold")
+            await create_aw(hub, ns, job_appwrapper(
+                "gold-gold", pods=1, gpus=8, runtime=None,
+                labels={context: "gold", service: "gold"}))
+            await wait_ready(hub, ns, "gold-gold", within=90)
+            borrower = await get_aw(hub, ns, "silver-gold")
+            requeued = condition(borrower, "Requeuing")
+            assert requeued["reason"] == "Preempted", requeued
+            assert f"{ns}/gold-gold" in requeued["message"]
+            assert borrower["status"]["numberOfRequeueings"] == 1
+    finally:
+        for tree in trees:
+            await hub.custom.delete_namespaced_custom_object(*QST[:2], "kube-system", QST[2],
+                                                             tree["metadata"]["name"])

@@ -49,16 +49,19 @@ class PreemptionSteps(ElasticSteps):
         """
         view = self.after_evictions or self.quota
         total = demand.total
-        reclaims = self.preemption.reclaim and view.within_own_quota(assignment, total)
-        if not reclaims and not self.preemption.priority:
+        if not self.preemption.any:
             return ""
-        self.preempt_turns[assignment] = (entry.key, False)
         charges = self.eviction_candidates()
         victims: list[str] | None = None
-        reclaiming = False
-        if reclaims:
-            victims = view.evictions_for(assignment, total, charges, priority=None)
-            reclaiming = bool(victims)
+        if self.preemption.reclaim:
+            victims = view.reclaims_for(assignment, total, charges)
+        reclaiming = bool(victims)
+        # Reclaim applies to an AppWrapper within its own quota (now, or once borrowers
+        # are gone); then, or with priority preemption, it takes the assignment's turn.
+        if not reclaiming and not self.preemption.priority and not (
+                self.preemption.reclaim and view.within_own_quota(assignment, total)):
+            return ""
+        self.preempt_turns[assignment] = (entry.key, False)
         if not victims and self.preemption.priority:
             lower = charges[:bisect.bisect_left(self.charge_priorities, entry.priority)]
             if lower:

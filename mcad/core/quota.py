@@ -25,7 +25,9 @@ that blocks the preemptor, runs through a node using more of the blocked resourc
 its own quota. Borrowing is judged per node, as Kueue judges a borrowing ClusterQueue:
 every AppWrapper charged there counts, and priority (then key) decides who goes first.
 Only borrowers of lower priority than the preemptor can be evicted; usage within a
-node's own quota is never taken away. A node that does not name a resource owns none
+node's own quota is never taken away. Reclaim (``reclaims_for``) evicts borrowers of any
+priority for an AppWrapper that is within its own quota in every tree once they are
+gone; in a forest a victim goes from every tree, as MCAD's forest controller does. A node that does not name a resource owns none
 of it, so its usage of that resource is not borrowing from anyone in particular and
 is not evicted either: name the resource (``0`` if need be) to make it reclaimable.
 
@@ -315,6 +317,30 @@ class QuotaForest:
     def limit(self, tree: str, node: str) -> ResourceList:
         """The node's own quota (only the resources it names)."""
         return ResourceList(self._structure.nodes[self._node_id(tree, node)].quota)
+
+    def reclaims_for(self, assignment: QuotaAssignment, amount: ResourceList,
+                     candidates: Sequence[QuotaCharge]) -> list[str] | None:
+        """Keys of the borrowers whose eviction gives ``assignment`` back its own quota
+        for ``amount``, or None when reclaiming is not the answer.
+
+        Reclaim is for an AppWrapper that, once the borrowers are gone, is charged within
+        its own node's quota in every tree (it takes back, it does not borrow). As in
+        MCAD's quota forest, a victim found borrowing in one tree is evicted from all
+        trees, which may be what frees the preemptor's own quota in another tree where
+        the victim does not borrow (``evictions_for`` picks borrowers under the nodes
+        that block it; they may be of any priority). Empty when it fits already.
+        """
+        if self.within_own_quota(assignment, amount):
+            return self.evictions_for(assignment, amount, candidates, priority=None)
+        victims = self.evictions_for(assignment, amount, candidates, priority=None)
+        if not victims:
+            return None
+        after = self.copy()
+        gone = set(victims)
+        for candidate in candidates:
+            if candidate.key in gone:
+                after.release(candidate.assignment, candidate.amount)
+        return victims if after.within_own_quota(assignment, amount) else None
 
     def evictions_for(self, assignment: QuotaAssignment, amount: ResourceList,
                       candidates: Sequence[QuotaCharge], *,

@@ -283,6 +283,20 @@ CASES = [
         want_evictions={"default/borrower-a": "default/owner"},
     ),
     CycleCase(
+        id="two trees: a victim borrowing in one tree is reclaimed though it does not "
+           "borrow in the other (MCAD's quota forest)",
+        snapshot=lambda: _two_trees().obj(),
+        want_pending={"default/gold-gold": "WaitingForPreemption"},
+        want_evictions={"default/silver-gold": "default/gold-gold"},
+        want_messages={"default/gold-gold": "waiting for 1 AppWrapper (borrowing its quota) "
+                                            "to be evicted: default/silver-gold"},
+    ),
+    CycleCase(
+        id="two trees: no reclaim for a preemptor that would itself borrow afterwards",
+        snapshot=lambda: _two_trees(gold_gold_gpus=16).obj(),
+        want_pending={"default/gold-gold": "QuotaExceeded"},
+    ),
+    CycleCase(
         id="without preemption the owner waits with QuotaExceeded",
         snapshot=lambda: _borrowed().policy(preemption=False).obj(),
         want_pending={"default/owner": "QuotaExceeded"},
@@ -370,6 +384,25 @@ def _lent_within_quota() -> SnapshotBuilder:
         make_entry("gold-a").job(gpu=8).priority(1).labels(quota_context="gold")
         .admitted("spoke-1"),
         make_entry("gold-b").job(gpu=8).priority(10).labels(quota_context="gold"))
+
+
+def _two_trees(gold_gold_gpus: int = 8) -> SnapshotBuilder:
+    """MCAD's users charge every AppWrapper in two trees. quota_context: root 16 over
+    gold 8 and silver 8 (soft); quota_service: root 16 over gold 16. silver-gold (2 x 8)
+    runs, borrowing 8 in quota_context and within its quota in quota_service; gold-gold
+    (same priority) is within its own quota in quota_context, and in quota_service once
+    silver-gold is gone."""
+    forest = make_forest(
+        make_tree("quota_context").node("root", gpu=16)
+        .child("gold", parent="root", gpu=8).child("silver", parent="root", gpu=8),
+        make_tree("quota_service").node("root", gpu=16).child("gold", parent="root", gpu=16))
+    return make_snapshot(now=at(100)).clusters(
+        make_cluster("spoke-1").nodes(2, gpu=8).used(0, gpu=8).used(1, gpu=8)
+    ).quota(forest).policy(preemption=True).add(
+        make_entry("silver-gold").job(pods=2, gpu=8)
+        .labels(quota_context="silver", quota_service="gold").admitted("spoke-1"),
+        make_entry("gold-gold").job(pods=gold_gold_gpus // 8, gpu=8)
+        .labels(quota_context="gold", quota_service="gold").created(at(10)))
 
 
 def _borrowed(owner_priority: int = 10) -> SnapshotBuilder:
