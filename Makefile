@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint typecheck contracts unit e2e test testbed demo bench clean
+.PHONY: venv lint typecheck contracts unit e2e test testbed demo demo-quick bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,7 +32,12 @@ unit: $(STAMP)
 e2e: $(STAMP)
 	$(BIN)/pytest -q -m e2e e2e
 
-test: lint typecheck contracts unit e2e
+# The demo, with 3 s pods: the README's first command is run by the second, so it can
+# never break unnoticed (its own test bed, after the e2e one is down).
+demo-quick: $(STAMP)
+	$(BIN)/python -m e2e.demo --quick
+
+test: lint typecheck contracts unit e2e demo-quick
 
 # The test bed alone, for poking at by hand: make testbed; then python -m e2e.cluster down --dir tb
 testbed: $(STAMP)

@@ -4,11 +4,14 @@ Brings up a hub and 2 spokes x 4 nodes x 8 GPUs, installs the CRDs, registers th
 spokes (spoke-1 as zone=east), applies the example quota tree, starts ``mcad run``,
 submits the AppWrappers in examples/ plus a few more 8-GPU jobs so some must wait,
 prints a live table of their states until every one has finished, prints a
-summary, and tears everything down (also on Ctrl-C or error).
+summary, and tears everything down (also on Ctrl-C or error). It exits 1 unless every
+AppWrapper Completed; ``make test`` runs it with ``--quick`` (3 s pods) so the README's
+first command can never break unnoticed.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import copy
 import subprocess
@@ -58,10 +61,15 @@ def mcad(*args: str) -> None:
     print("   " + proc.stdout.strip().replace("\n", "\n   "))
 
 
-def appwrappers() -> list[dict[str, Any]]:
+def appwrappers(*, runtime: str | None = None) -> list[dict[str, Any]]:
+    """The examples' AppWrappers plus ``EXTRA`` 8-GPU ones; ``runtime`` replaces the
+    examples' pod runtime on the test bed (``--quick``: the same run, shorter pods)."""
     docs = []
     for name in JOBS:
-        docs += [d for d in yaml.safe_load_all((EXAMPLES / f"{name}.yaml").read_text()) if d]
+        text = (EXAMPLES / f"{name}.yaml").read_text()
+        if runtime is not None:
+            text = text.replace('mcad.test/runtime: "20s"', f'mcad.test/runtime: "{runtime}"')
+        docs += [d for d in yaml.safe_load_all(text) if d]
     base = next(d for d in docs if d["metadata"]["name"] == "train-8gpu")
     for i in range(EXTRA):
         extra = copy.deepcopy(base)
@@ -132,16 +140,36 @@ def summary(finished: list[dict[str, Any]], wall: float) -> str:
                      f"{status.get('clusterName') or '-':8} waited {wait:5.0f}s in the queue, "
                      f"requeued {status.get('numberOfRequeueings', 0)} times")
     states = Counter((a.get("status") or {}).get("state") for a in finished)
-    clusters = Counter((a.get("status") or {}).get("clusterName") for a in finished)
+    # Where the Completed ones ran: a Failed AppWrapper is never counted as dispatched
+    # (one refused after its dispatch was written names no cluster any more).
+    clusters = Counter((a.get("status") or {}).get("clusterName") or "-" for a in finished
+                       if (a.get("status") or {}).get("state") == "Completed")
+    failed = [f"  {a['metadata']['name']} failed: {failure(a)}" for a in finished
+              if (a.get("status") or {}).get("state") != "Completed"]
+    known = [w for w in waits if w == w]  # (NaN: never dispatched)
     return "\n".join([
         f"{len(finished)} AppWrappers in {wall:.0f}s: "
         + ", ".join(f"{n} {s}" for s, n in sorted(states.items())),
-        "dispatched to: " + ", ".join(f"{c} {n}" for c, n in sorted(clusters.items())),
-        f"longest queue wait {max(waits):.0f}s (the ones that had to wait for GPUs or quota)",
-        *lines])
+        "completed on: " + (", ".join(f"{c} {n}" for c, n in sorted(clusters.items()))
+                            or "none"),
+        f"longest queue wait {max(known, default=0):.0f}s (the ones that had to wait for "
+        "GPUs or quota)",
+        *lines, *failed])
 
 
-def main() -> int:
+def failure(aw: dict[str, Any]) -> str:
+    """The reason and sentence of a Failed AppWrapper's Failed condition."""
+    for cond in (aw.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Failed" and cond.get("status") == "True":
+            return f"{cond.get('reason')}: {cond.get('message')}"
+    return str((aw.get("status") or {}).get("message") or "no reason given")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.demo", description=__doc__)
+    parser.add_argument("--quick", action="store_true",
+                        help="the same demo with 3 s pods instead of 20 s (make test runs it)")
+    args = parser.parse_args(argv)
     directory = Path(tempfile.mkdtemp(prefix="mcad-demo-"))
     controller: subprocess.Popen[bytes] | None = None
     try:
@@ -170,7 +198,7 @@ def main() -> int:
              "--metrics-address", f"127.0.0.1:{port}"], cwd=REPO, stdout=log,
             stderr=subprocess.STDOUT)
         print(f"   metrics on http://127.0.0.1:{port}/metrics; log {log.name}")
-        docs = appwrappers()
+        docs = appwrappers(runtime="3s" if args.quick else None)
         say(f"submitting {len(docs)} AppWrappers of 1 to 32 GPUs (64 GPUs and a 48-GPU "
             "quota: some must wait)")
         started = time.monotonic()
