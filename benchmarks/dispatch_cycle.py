@@ -45,9 +45,9 @@ from mcad.core.cycle import (  # noqa: E402
 )
 from mcad.core.demand import Demand, PodSet, Taint  # noqa: E402
 from mcad.core.placement import ClusterSelector, PlacementPolicy  # noqa: E402
-from mcad.core.preemption import PreemptionPolicy  # noqa: E402
 from mcad.core.quota import QuotaForest, QuotaNodeSpec  # noqa: E402
 from mcad.core.resources import ResourceList  # noqa: E402
+from mcad.core.victims import PreemptionPolicy  # noqa: E402
 
 QUEUED = 10_000
 ADMITTED = 500

@@ -48,9 +48,9 @@ from mcad.core.cycle import (  # noqa: E402
     dispatch_cycle,
 )
 from mcad.core.demand import Demand, PodSet  # noqa: E402
-from mcad.core.preemption import PreemptionPolicy  # noqa: E402
 from mcad.core.quota import QuotaForest, QuotaNodeSpec  # noqa: E402
 from mcad.core.resources import ResourceList  # noqa: E402
+from mcad.core.victims import PreemptionPolicy  # noqa: E402
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 STEP_S = 30

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import math
 import subprocess
 import sys
 import tempfile
@@ -146,7 +147,7 @@ def summary(finished: list[dict[str, Any]], wall: float) -> str:
                        if (a.get("status") or {}).get("state") == "Completed")
     failed = [f"  {a['metadata']['name']} failed: {failure(a)}" for a in finished
               if (a.get("status") or {}).get("state") != "Completed"]
-    known = [w for w in waits if w == w]  # (NaN: never dispatched)
+    known = [w for w in waits if not math.isnan(w)]  # (NaN: never dispatched)
     return "\n".join([
         f"{len(finished)} AppWrappers in {wall:.0f}s: "
         + ", ".join(f"{n} {s}" for s, n in sorted(states.items())),

@@ -32,8 +32,8 @@ from pydantic.alias_generators import to_camel
 from mcad.api.documents import yaml_problem
 from mcad.core.cycle import CyclePolicy
 from mcad.core.placement import PlacementPolicy
-from mcad.core.preemption import PreemptionPolicy
 from mcad.core.requeue import GrowthType, RequeuePolicy
+from mcad.core.victims import PreemptionPolicy
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KIND = r"[A-Za-z][A-Za-z0-9]*"
@@ -91,7 +91,7 @@ class RequeuingDefaults(_Settings):
 
 
 class PreemptionSettings(_Settings):
-    """When running AppWrappers are evicted for others (``mcad.core.preemption``)."""
+    """When running AppWrappers are evicted for others (``mcad.core.victims``)."""
 
     priority: bool = False
     """A higher-priority AppWrapper evicts lower-priority ones: within its quota node, and

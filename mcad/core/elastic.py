@@ -29,17 +29,18 @@ Sizes are whole pods of the one pod shape; quota is charged for the admitted siz
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from mcad.core.books import CycleBooks, RunningWork
 from mcad.core.capacity import AppWrapperKey, NodeName, NodePool
-from mcad.core.deciding import CycleState
 from mcad.core.demand import Demand
-from mcad.core.placement import Placement, fit_gang
-from mcad.core.preemption import Holder
+from mcad.core.placement import ClusterBoard, Placement, PlacementPolicy, gang_fits
+from mcad.core.plans import Grow, HoldRoom, LeavingPods, PreemptionPlan, ShrinkOrder
 from mcad.core.quota import QuotaAssignment, QuotaForest
 from mcad.core.resources import ResourceList
-from mcad.core.snapshot import Admitted, AppWrapperEntry, Dispatch, PendingReason, Resize
+from mcad.core.snapshot import Admitted, AppWrapperEntry
+from mcad.core.victims import Holder
 
 ELASTIC_ANNOTATION = "workload.codeflare.dev/elastic"
 GROW, SHRINK = "Grow", "Shrink"
@@ -82,45 +83,81 @@ def _count(requests: ResourceList, per_pod: ResourceList) -> int:
     return 0
 
 
-def shrink_plan(demand: Demand, pool: NodePool,
-                candidates: Sequence[tuple[Holder, int, int, ResourceList]]
-                ) -> dict[str, tuple[int, list[tuple[NodeName, ResourceList]]]] | None:
-    """Shrink orders that make ``demand``'s gang fit on ``pool``, or None.
+@dataclass(frozen=True, slots=True)
+class Shrunk:
+    """One elastic AppWrapper in a shrink plan: its new size and the pods assumed to go."""
 
-    ``candidates``: (holder, admitted pods, minimum pods, per-pod requests), in the
-    order to shrink them. Pods bound beyond a candidate's admitted size are already
-    going (an earlier shrink): they are counted as free first. Returns, per key that must
-    shrink, (its new size, the pods assumed to go: node and requests).
+    pods: int
+    gone: LeavingPods
+
+
+@dataclass(frozen=True, slots=True)
+class ShrinkPlan:
+    """Shrinks that make a gang fit on one cluster.
+
+    ``orders``: who must shrink, to what. ``settling``: elastic AppWrappers whose pods
+    beyond their admitted size are still bound (a shrink ordered earlier is under way):
+    those pods are counted as leaving; the room they free is part of the plan, so the
+    room is held for the gang and they must not grow back into it.
+    """
+
+    orders: Mapping[AppWrapperKey, Shrunk]
+    settling: Mapping[AppWrapperKey, LeavingPods]
+
+
+@dataclass(frozen=True, slots=True)
+class ShrinkCandidate:
+    """An admitted elastic AppWrapper that may shrink, in the order to shrink them."""
+
+    holder: Holder
+    admitted: int
+    minimum: int
+    per_pod: ResourceList
+
+
+def shrink_plan(demand: Demand, pool: NodePool,
+                candidates: Sequence[ShrinkCandidate]) -> ShrinkPlan | None:
+    """Shrinks that make ``demand``'s gang fit on ``pool``, or None.
+
+    Pods bound beyond a candidate's admitted size are already going (an earlier shrink):
+    they are counted as free first, and named in ``settling``. Pods on the nodes with
+    the most room go first: they free whole nodes soonest.
     """
     trial = pool.copy()
-    freed: dict[str, tuple[int, list[tuple[NodeName, ResourceList]]]] = {}
+    orders: dict[AppWrapperKey, Shrunk] = {}
+    settling: dict[AppWrapperKey, LeavingPods] = {}
     nodes_of: dict[str, list[NodeName]] = {}
-    for holder, admitted, _, per_pod in candidates:
-        nodes = pods_on(holder, per_pod)
-        for node in nodes[admitted:]:  # already leaving
+    for candidate in candidates:
+        per_pod = candidate.per_pod
+        nodes = pods_on(candidate.holder, per_pod)
+        leaving = nodes[candidate.admitted:]
+        for node in leaving:
             trial.release(node, per_pod)
-        nodes_of[holder.key] = nodes[:admitted]
+        if leaving:
+            settling[candidate.holder.key] = tuple((node, per_pod) for node in leaving)
+        nodes_of[candidate.holder.key] = nodes[:candidate.admitted]
     if _fits(trial, demand):
-        return {}
-    for holder, admitted, minimum, per_pod in candidates:
-        nodes = nodes_of[holder.key]
-        # Pods on the nodes with the most room go first: they free whole nodes soonest.
+        return ShrinkPlan({}, settling)
+    for candidate in candidates:
+        nodes = nodes_of[candidate.holder.key]
+        per_pod = candidate.per_pod
         main = "nvidia.com/gpu" if per_pod.get("nvidia.com/gpu") else "cpu"
         nodes.sort(key=lambda node: trial.free_on(node, main))
-        size, gone = admitted, []
-        while size > minimum and nodes:
+        size, gone = candidate.admitted, []
+        while size > candidate.minimum and nodes:
             node = nodes.pop()
             trial.release(node, per_pod)
             size -= 1
             gone.append((node, per_pod))
-            freed[holder.key] = (size, gone)
+            orders[candidate.holder.key] = Shrunk(size, tuple(gone))
             if _fits(trial, demand):
-                return freed
+                return ShrinkPlan(orders, settling)
     return None
 
 
 def _fits(pool: NodePool, demand: Demand) -> bool:
-    return not isinstance(fit_gang(pool.copy(), demand, explain=False), str)
+    """Would ``demand``'s gang fit on ``pool`` now? The pool is left as it was."""
+    return gang_fits(pool, demand)
 
 
 def resized_manifest(kind: str, api_version: str, manifest: Mapping[str, Any],
@@ -146,150 +183,177 @@ def merged(manifest: Mapping[str, Any], change: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-class ElasticSteps(CycleState):
-    """The cycle's elastic steps: start small, grow last, shrink before evicting."""
+@dataclass(frozen=True, slots=True)
+class ElasticStart:
+    """A queued elastic AppWrapper starts with ``pods`` pods, placed on ``placement``."""
 
-    def start_small(self, entry: AppWrapperEntry, demand: Demand,
-                    assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
-        """Dispatch an elastic ``entry`` at the largest size down to its minimum that fits
-        quota and one cluster now; True when done."""
-        minimum = entry.elastic_min
-        assert minimum is not None
-        quota = self.line.held_quota or self.quota
-        for pods in range(demand.pods - 1, minimum - 1, -1):
-            trial = sized(demand, pods)
-            if quota.fits(assignment, trial.total) is not None:
-                continue
-            placement = self.board.place(trial, self.line.open(candidates),
-                                         policy=self.policy.placement,
-                                         avoid=entry.avoid_cluster)
-            if isinstance(placement, Placement):
-                self.charge(assignment, trial.total)
-                self.dispatches.append(Dispatch(entry.key, placement.cluster, placement, pods))
-                return True
+    pods: int
+    placement: Placement
+
+
+def start_small(entry: AppWrapperEntry, demand: Demand, *, quota: QuotaForest,
+                assignment: QuotaAssignment, board: ClusterBoard, candidates: tuple[int, ...],
+                policy: PlacementPolicy) -> ElasticStart | None:
+    """The largest size below its full one, down to its minimum, that fits ``quota``
+    and one cluster now (rule 1); None when none does. The board is left as it was."""
+    minimum = entry.elastic_min
+    assert minimum is not None
+    for pods in range(demand.pods - 1, minimum - 1, -1):
+        trial = sized(demand, pods)
+        if quota.fits(assignment, trial.total) is not None:
+            continue
+        placement = board.place(trial, candidates, policy=policy, avoid=entry.avoid_cluster)
+        if isinstance(placement, Placement):
+            board.unplace(placement)
+            return ElasticStart(pods, placement)
+    return None
+
+
+def shrinking_now(entry: AppWrapperEntry, pods_on_cluster: Sequence[tuple[NodeName,
+                                                                          ResourceList]]
+                  ) -> bool:
+    """True when more of ``entry``'s pods are bound than its admitted size: a shrink is
+    under way, and until those pods are gone the room they free is spoken for."""
+    demand = entry.demand
+    if demand is None or not demand.pod_sets:
         return False
+    per_pod = demand.pod_sets[0].requests
+    bound = sum(_count(requests, per_pod) for _, requests in pods_on_cluster)
+    return bound > demand.pods
 
-    def grow(self) -> None:
-        """Admitted elastic AppWrappers below full size take what is left on their own
-        cluster and in quota, highest priority first: after every queued AppWrapper was
-        decided, so growth never takes room from one that fits, nor from the head of the
-        line (its held quota and closed cluster are respected)."""
-        growing = [(e, a) for e, a in self.admitted
-                   if e.elastic_min is not None and e.full_pods is not None
-                   and e.demand is not None and e.demand.pods < e.full_pods
-                   and not e.draining and e.key not in self.evicted
-                   and e.key not in self.shrinking]
-        growing.sort(key=lambda ea: (-ea[0].priority, ea[0].dispatched or self.now, ea[0].key))
-        quota = self.line.held_quota or self.quota
-        for entry, assignment in growing:
-            assert entry.demand is not None and entry.full_pods is not None
-            assert isinstance(entry.phase, Admitted)
-            index = self.board.index(entry.phase.cluster)
-            if index is None or not self.line.open((index,)):
-                continue
-            for extra in range(entry.full_pods - entry.demand.pods, 0, -1):
-                more = sized(entry.demand, extra)
-                if quota.fits(assignment, more.total) is not None:
-                    continue
-                if isinstance(fit_gang(self.board.pools[index], more, explain=False), str):
-                    continue
-                self.charge(assignment, more.total)
-                size = entry.demand.pods + extra
-                self.resizes.append(Resize(entry.key, size, GROW,
-                                           f"room for {extra} more pod"
-                                           f"{'s' if extra > 1 else ''}: grows to {size} of "
-                                           f"{entry.full_pods}"))
-                break
 
-    def shrink_for(self, entry: AppWrapperEntry, demand: Demand,
-                   lower: Sequence[AppWrapperEntry], candidates: tuple[int, ...]) -> bool:
-        """Make room for ``entry`` on one cluster by shrinking lower-priority elastic
-        AppWrappers there (never below their minimum); True when that is enough (orders
-        recorded, room held, ``entry`` pending), False to evict instead."""
-        best: tuple[tuple[int, str], int, dict[str, tuple[int, list[tuple[NodeName,
-                                                                     ResourceList]]]]] | None
-        best = None
-        for i in self.line.open(candidates):
-            cluster = self.board.clusters[i]
-            elastic = sorted(
-                (e for e in lower if e.elastic_min is not None and e.demand is not None
-                 and isinstance(e.phase, Admitted) and e.phase.cluster == cluster.name),
-                key=lambda e: (e.priority, -(e.dispatched or self.now).timestamp(), e.key))
-            if not elastic:
-                continue
-            plan = shrink_plan(demand, self.board.pools[i], [
-                (Holder(e.key, e.priority, cluster.name, e.demand.total, e.dispatched,
-                        cluster.held_by.get(e.key, ())),
-                 e.demand.pods, e.elastic_min or 0, e.demand.pod_sets[0].requests)
-                for e in elastic if e.demand is not None])
-            if plan is None:
-                continue
-            gone = sum(len(pods) for _, pods in plan.values())
-            if best is None or (gone, cluster.name) < best[0]:
-                best = ((gone, cluster.name), i, plan)
-        if best is None:
-            return False
-        _, index, plan = best
-        name = self.board.clusters[index].name
-        for key, (size, _) in sorted(plan.items()):
-            self.shrinking.add(key)
-            self.resizes.append(Resize(AppWrapperKey(key), size, SHRINK,
-                                       f"shrunk to {size} pods to make room for {entry.key} "
-                                       f"(priority {entry.priority}) on cluster {name}"))
-        leaving = [Holder(AppWrapperKey(key), 0, name, ResourceList(), None, tuple(pods))
-                   for key, (_, pods) in plan.items()]
-        self.hold(demand, index, leaving)
-        what = ", ".join(f"{key} to {size} pods" for key, (size, _) in sorted(plan.items()))
-        self.pend(entry, PendingReason.WAITING_FOR_PREEMPTION,
-                  f"waiting for elastic AppWrappers on cluster {name} to shrink: {what}"
-                  if plan else f"waiting for elastic AppWrappers on cluster {name} to "
-                               "finish shrinking")
-        return True
+def growers(books: CycleBooks) -> list[RunningWork]:
+    """Admitted elastic AppWrappers that may grow (rule 2), highest priority first, then
+    the earliest dispatched: below their full size, not draining, evicted or shrinking,
+    and with no shrink under way."""
+    out = []
+    for work in books.running:
+        entry = work.entry
+        if (entry.elastic_min is None or entry.full_pods is None or entry.demand is None
+                or entry.demand.pods >= entry.full_pods or entry.draining
+                or entry.key in books.evicted or entry.key in books.shrinking):
+            continue
+        index = books.board.index(work.cluster) if work.cluster else None
+        if index is not None and shrinking_now(
+                entry, books.board.clusters[index].held_by.get(entry.key, ())):
+            continue
+        out.append(work)
+    out.sort(key=lambda w: (-w.entry.priority, w.entry.dispatched or books.now, w.entry.key))
+    return out
 
-    def shrink_instead(self, assignment: QuotaAssignment, total: ResourceList,
-                       victims: Sequence[str], view: QuotaForest
-                       ) -> tuple[list[str], dict[str, tuple[int, ResourceList]]] | None:
-        """Shrink the elastic ``victims`` (never below their minimum) rather than evict
-        them, when that with the others' eviction gives ``assignment`` room for
-        ``total``: (whom to evict still, {key: (new size, what it gives back)}), or
-        None (evict them all)."""
-        admitted = {e.key: (e, a) for e, a in self.admitted}
-        elastic = [v for v in victims if (e := admitted[AppWrapperKey(v)][0]).elastic_min
-                   is not None and e.demand is not None and e.demand.pods > e.elastic_min
-                   and v not in self.shrinking]
-        if not elastic:
-            return None
-        amounts = {c.key: c for c in self.eviction_candidates()}
-        trial = view.copy()
-        evicted = [v for v in victims if v not in elastic]
-        for victim in evicted:
-            trial.release(amounts[victim].assignment, amounts[victim].amount)
-        sizes: dict[str, tuple[int, ResourceList]] = {}
-        for victim in elastic:
-            entry, charged = admitted[AppWrapperKey(victim)]
-            assert entry.demand is not None and entry.elastic_min is not None
-            per_pod = entry.demand.pod_sets[0].requests
-            size = entry.demand.pods
-            while size > entry.elastic_min:
-                trial.release(charged, per_pod)
-                size -= 1
-                sizes[victim] = (size, per_pod.scale(entry.demand.pods - size))
-                if trial.fits(assignment, total) is None:
-                    return evicted, sizes
+
+def growth(work: RunningWork, books: CycleBooks) -> Grow | None:
+    """How much ``work`` grows into what is left on its own cluster and in quota, after
+    every queued AppWrapper was decided (so growth never takes room from one that fits,
+    nor from the head of the line: its held quota and closed cluster are respected)."""
+    entry = work.entry
+    assert entry.demand is not None and entry.full_pods is not None
+    if work.cluster is None:
         return None
+    index = books.board.index(work.cluster)
+    if index is None or not books.line.open((index,)):
+        return None
+    quota = books.line.held_quota or books.quota
+    pool = books.board.pools[index]
+    for extra in range(entry.full_pods - entry.demand.pods, 0, -1):
+        more = sized(entry.demand, extra)
+        if quota.fits(work.assignment, more.total) is not None:
+            continue
+        if not _fits(pool, more):
+            continue
+        size = entry.demand.pods + extra
+        return Grow(entry.key, index, size, extra,
+                    f"room for {extra} more pod{'s' if extra > 1 else ''}: grows to {size} "
+                    f"of {entry.full_pods}")
+    return None
 
-    def shrink(self, orders: Mapping[str, tuple[int, ResourceList]], view: QuotaForest, *,
-               why: str) -> None:
-        """Order elastic AppWrappers to shrink, and give back their quota for this cycle."""
-        if self.after_evictions is None:
-            self.after_evictions = view.copy()
-        charges = self.eviction_candidates()
-        for charge in charges:
-            if charge.key in orders:
-                self.after_evictions.release(charge.assignment, orders[charge.key][1])
-        self.charges = [c for c in charges if c.key not in orders]
-        self.charge_priorities = [c.priority for c in self.charges]
-        for key, (size, _) in sorted(orders.items()):
-            self.shrinking.add(key)
-            self.resizes.append(Resize(AppWrapperKey(key), size, SHRINK,
-                                       f"shrunk to {size} pods {why}"))
+
+def shrink_for_capacity(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
+                        lower: Sequence[AppWrapperEntry], candidates: tuple[int, ...]
+                        ) -> PreemptionPlan | None:
+    """Room for ``entry`` on one cluster by shrinking lower-priority elastic AppWrappers
+    there, never below their minimum (rule 3); None when that is not enough (evict
+    instead). Among clusters, the one where the fewest pods go."""
+    best: tuple[tuple[int, str], int, ShrinkPlan] | None = None
+    for i in books.line.open(candidates):
+        cluster = books.board.clusters[i]
+        elastic = sorted(
+            (e for e in lower if e.elastic_min is not None and e.demand is not None
+             and isinstance(e.phase, Admitted) and e.phase.cluster == cluster.name),
+            key=lambda e: (e.priority, -(e.dispatched or books.now).timestamp(), e.key))
+        if not elastic:
+            continue
+        plan = shrink_plan(demand, books.board.pools[i], [
+            ShrinkCandidate(holder, e.demand.pods, e.elastic_min or 0,
+                            e.demand.pod_sets[0].requests)
+            for e, holder in zip(elastic, books.holders_on(i, elastic), strict=True)
+            if e.demand is not None])
+        if plan is None:
+            continue
+        gone = sum(len(shrunk.gone) for shrunk in plan.orders.values())
+        if best is None or (gone, cluster.name) < best[0]:
+            best = ((gone, cluster.name), i, plan)
+    if best is None:
+        return None
+    _, index, plan = best
+    name = books.board.clusters[index].name
+    orders = tuple(
+        ShrinkOrder(key, shrunk.pods, ResourceList(),
+                    f"shrunk to {shrunk.pods} pods to make room for {entry.key} (priority "
+                    f"{entry.priority}) on cluster {name}")
+        for key, shrunk in sorted(plan.orders.items()))
+    leaving = tuple(Holder(key, 0, name, ResourceList(), None, pods)
+                    for key, pods in [*((k, s.gone) for k, s in plan.orders.items()),
+                                      *plan.settling.items()])
+    what = ", ".join(f"{o.key} to {o.pods} pods" for o in orders)
+    return PreemptionPlan(
+        entry.key, waiting=(f"waiting for elastic AppWrappers on cluster {name} to shrink: "
+                            f"{what}" if orders else
+                            f"waiting for elastic AppWrappers on cluster {name} to finish "
+                            "shrinking"),
+        shrink=orders, settling=tuple(sorted(plan.settling)),
+        hold=(HoldRoom(index, leaving),))
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaShrink:
+    """Elastic victims shrunk instead of evicted: who is still evicted, and the shrinks."""
+
+    evict: tuple[AppWrapperKey, ...]
+    orders: tuple[ShrinkOrder, ...]
+
+
+def shrink_instead(books: CycleBooks, assignment: QuotaAssignment, total: ResourceList,
+                   victims: Sequence[AppWrapperKey], view: QuotaForest, *, why: str
+                   ) -> QuotaShrink | None:
+    """Shrink the elastic ``victims`` (never below their minimum) rather than evict them,
+    when that with the others' eviction gives ``assignment`` room for ``total`` on
+    ``view``; None: evict them all."""
+    running = {w.entry.key: w for w in books.running}
+    elastic = [v for v in victims
+               if (e := running[v].entry).elastic_min is not None and e.demand is not None
+               and e.demand.pods > e.elastic_min and v not in books.shrinking]
+    if not elastic:
+        return None
+    amounts = {c.key: c for c in books.eviction_candidates()}
+    trial = view.copy()
+    evicted = tuple(v for v in victims if v not in elastic)
+    for victim in evicted:
+        trial.release(amounts[victim].assignment, amounts[victim].amount)
+    sizes: dict[AppWrapperKey, tuple[int, ResourceList]] = {}
+    for victim in elastic:
+        work = running[victim]
+        entry = work.entry
+        assert entry.demand is not None and entry.elastic_min is not None
+        per_pod = entry.demand.pod_sets[0].requests
+        size = entry.demand.pods
+        while size > entry.elastic_min:
+            trial.release(work.assignment, per_pod)
+            size -= 1
+            sizes[victim] = (size, per_pod.scale(entry.demand.pods - size))
+            if trial.fits(assignment, total) is None:
+                return QuotaShrink(evicted, tuple(
+                    ShrinkOrder(key, pods, gives_back, f"shrunk to {pods} pods {why}")
+                    for key, (pods, gives_back) in sorted(sizes.items())))
+    return None
+

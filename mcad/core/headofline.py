@@ -1,24 +1,22 @@
 """The head of the line: when the small ones stop overtaking the big one.
 
-The rule is stated in ``mcad.core.queue`` (backfill with a starvation guard). This module
-is its state for one cycle: who the head is, and what is reserved for it (its quota
-charged in ``held_quota``; its nodes held when it fits now, or one cluster closed to
-everyone behind it when it fits nowhere yet), and the questions the cycle asks: may
-this AppWrapper still use a cluster, and would it have fitted but for the reservation.
+The rule is stated in ``mcad.core.backfill`` (backfill with a starvation guard). This
+module, one of the cycle's parts, is its state for one cycle: who the head is, and what
+is reserved for it (its quota charged in ``held_quota``; its nodes held when it fits
+now, or one cluster closed to everyone behind it when it fits nowhere yet), and the
+questions the cycle asks: may this AppWrapper still use a cluster, and would it have
+fitted but for the reservation.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from mcad.core.backfill import BackfillPolicy
 from mcad.core.demand import Demand
 from mcad.core.placement import ClusterBoard, Placement, PlacementPolicy, resource_weight_order
-from mcad.core.queue import BackfillPolicy
 from mcad.core.quota import QuotaAssignment, QuotaForest
-from mcad.core.snapshot import AppWrapperEntry, PendingReason
-
-Outcome = tuple[PendingReason, str, bool]
-"""A cached failure: reason, message, and whether the AppWrapper could ever run."""
+from mcad.core.snapshot import AppWrapperEntry, Blocked, PendingReason
 
 
 class HeadOfLine:
@@ -42,23 +40,22 @@ class HeadOfLine:
             return candidates
         return tuple(i for i in candidates if i != closed)
 
-    def behind(self, by_quota: bool) -> Outcome:
-        """The outcome of an AppWrapper that fits but for the head's reservation."""
+    def behind(self, by_quota: bool) -> Blocked:
+        """Why an AppWrapper that fits but for the head's reservation waits."""
         head = self.head
         assert head is not None
         waited = int((self.now - (head.queued_since or head.created)).total_seconds())
         what = "quota" if by_quota else "room"
-        return (PendingReason.WAITING_FOR_HEAD_OF_LINE,
-                f"it would fit, but the {what} is held for {head.key}, first in line and "
-                f"waiting for {waited}s", True)
+        return Blocked(PendingReason.WAITING_FOR_HEAD_OF_LINE,
+                       f"it would fit, but the {what} is held for {head.key}, first in line "
+                       f"and waiting for {waited}s")
 
     def consider(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
-                 candidates: tuple[int, ...], outcome: Outcome, *, by_quota: bool,
+                 candidates: tuple[int, ...], blocked: Blocked, *, by_quota: bool,
                  quota: QuotaForest) -> None:
-        """``entry`` was blocked with ``outcome``: the first that could run is the head,
-        and once it has starved its quota and room are reserved."""
-        reason, _, could_run = outcome
-        if self.seen or not could_run or reason not in (
+        """``entry`` was ``blocked``: the first that could run is the head, and once it
+        has starved its quota and room are reserved."""
+        if self.seen or not blocked.could_run or blocked.reason not in (
                 PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY):
             return
         if by_quota and not self.board.fits_when_empty(demand, candidates):

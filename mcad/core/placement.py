@@ -201,6 +201,17 @@ def fit_gang(pool: NodePool, demand: Demand, *, explain: bool = True) -> GangTak
     return tuple(done)
 
 
+def gang_fits(pool: NodePool, demand: Demand) -> bool:
+    """Would every pod of ``demand`` fit on ``pool`` now? The pool is left as it was
+    (the takes are given back), which costs less than fitting on a copy."""
+    takes = fit_gang(pool, demand, explain=False)
+    if isinstance(takes, str):
+        return False
+    for pod_set, pod_takes in reversed(takes):
+        pool.give_back(pod_set, pod_takes)
+    return True
+
+
 def _why_not(pool: NodePool, pod_set: PodSet, placed: int) -> str:
     what = f"a pod of {pod_set.source or 'the AppWrapper'}"
     progress = f" ({placed} of its {pod_set.count} pods fit)" if placed else ""

@@ -27,9 +27,10 @@ every AppWrapper charged there counts, and priority (then key) decides who goes 
 Only borrowers of lower priority than the preemptor can be evicted; usage within a
 node's own quota is never taken away. Reclaim (``reclaims_for``) evicts borrowers of any
 priority for an AppWrapper that is within its own quota in every tree once they are
-gone; in a forest a victim goes from every tree, as MCAD's forest controller does. A node that does not name a resource owns none
-of it, so its usage of that resource is not borrowing from anyone in particular and
-is not evicted either: name the resource (``0`` if need be) to make it reclaimable.
+gone; in a forest a victim goes from every tree, as MCAD's forest controller does. A
+node that does not name a resource owns none of it, so its usage of that resource is not
+borrowing from anyone in particular and is not evicted either: name the resource (``0``
+if need be) to make it reclaimable.
 
 Build problems (unknown parent, cycle, duplicate node, negative quota) are reported as
 sentences and the rest is still built: nodes that cannot be placed in a tree, and the

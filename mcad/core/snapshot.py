@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import NamedTuple
 
+from mcad.core.backfill import DEFAULT_STARVATION_SECONDS
 from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
 from mcad.core.demand import Demand
 from mcad.core.placement import EVERY_CLUSTER, ClusterSelector, Placement, PlacementPolicy
-from mcad.core.preemption import PreemptionPolicy
-from mcad.core.queue import DEFAULT_STARVATION_SECONDS
 from mcad.core.quota import QuotaForest
+from mcad.core.victims import PreemptionPolicy
 
 
 class PendingReason(StrEnum):
@@ -33,6 +33,19 @@ class PendingReason(StrEnum):
     WAITING_FOR_PREEMPTION = "WaitingForPreemption"
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
     WAITING_FOR_HEAD_OF_LINE = "WaitingForHeadOfLine"
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """Why a queued AppWrapper waits this cycle, as a part of the cycle found it.
+
+    ``could_run``: it would fit its quota and some cluster with nothing else running,
+    so it may become the head of line; False when it never could (its message says so).
+    """
+
+    reason: PendingReason
+    message: str
+    could_run: bool = True
 
 
 PREEMPTED = "Preempted"

@@ -29,9 +29,9 @@ from mcad.core.cycle import (
 from mcad.core.demand import Demand, PodSet, appwrapper_demand
 from mcad.core.elastic import sized
 from mcad.core.placement import ClusterSelector, PlacementPolicy
-from mcad.core.preemption import PreemptionPolicy
 from mcad.core.quota import QuotaForest
 from mcad.core.resources import EMPTY
+from mcad.core.victims import PreemptionPolicy
 from tests.builders.appwrappers import make_appwrapper
 from tests.builders.clusters import ClusterBuilder
 

@@ -31,9 +31,9 @@ from mcad.core.cycle import (
 )
 from mcad.core.demand import Taint, Toleration
 from mcad.core.placement import PlacementPolicy
-from mcad.core.preemption import PreemptionPolicy
 from mcad.core.quota import QuotaAssignment, QuotaForest, QuotaNodeSpec
 from mcad.core.resources import EMPTY, ResourceList
+from mcad.core.victims import PreemptionPolicy
 from tests.builders.clusters import pod_set
 from tests.builders.snapshots import at, demand_of
 

@@ -9,10 +9,13 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mcad.core.books import CycleBooks
 from mcad.core.capacity import AppWrapperKey
 from mcad.core.cycle import Resize, dispatch_cycle
-from mcad.core.elastic import resized_manifest
+from mcad.core.elastic import ShrinkCandidate, resized_manifest, shrink_plan, start_small
+from mcad.core.quota import QuotaAssignment
 from mcad.core.snapshot import Admitted, Snapshot
+from mcad.core.victims import Holder
 from tests.builders.clusters import ClusterBuilder, make_cluster
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, make_entry, make_snapshot
@@ -110,6 +113,34 @@ def test_a_shrink_under_way_is_waited_for_not_ordered_again() -> None:
     result = dispatch_cycle(snapshot)
     assert (result.evictions, result.resizes) == ((), ())
     assert "to finish shrinking" in result.pending[0].message
+
+
+def test_a_half_done_shrink_holds_the_preemptors_room_and_never_grows_back() -> None:
+    """Issue 19, defect 1. The shrink from 4 to 2 was written; one of the two pods that
+    go is gone, one is still bound (3 nodes held). The room the shrink frees is the
+    urgent gang's: it is held for it, and the elastic one does not grow back into it
+    (that grow put 24 + 16 GPUs on a 32-GPU cluster)."""
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=3, held={"default/elastic": [0, 1, 2]})).policy(priority=True).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1, running=2).admitted("spoke-1")
+        .dispatched(at(0)).priority(1),
+        make_entry("urgent").job(pods=2, gpu=8).priority(100)).obj()
+    result = dispatch_cycle(snapshot)
+    assert result.resizes == ()
+    assert result.evictions == ()
+    (pending,) = result.pending
+    assert (pending.key, pending.reason) == ("default/urgent", "WaitingForPreemption")
+    assert "to finish shrinking" in pending.message
+
+
+def test_no_growth_while_a_shrink_is_under_way_even_with_no_one_waiting() -> None:
+    # Admitted at 2, 3 pods still bound, a free node: the room is not taken back until
+    # the leaving pod is gone (the next cycles decide on what is really free).
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=3, held={"default/elastic": [0, 1, 2]})).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1, running=2).admitted("spoke-1")
+        .dispatched(at(0)).priority(1)).obj()
+    assert dispatch_cycle(snapshot).resizes == ()
 
 
 def test_when_shrinking_to_the_minimum_is_not_enough_whole_appwrappers_are_evicted() -> None:
@@ -254,3 +285,38 @@ def test_a_resize_sets_the_jobs_parallelism_and_keeps_the_pod_group_within_it() 
     assert resized_manifest("PodGroup", "scheduling.x-k8s.io/v1alpha1", group, 4) == \
         {"spec": {"minMember": 4}}  # grown back: the template's gang again
     assert resized_manifest("ConfigMap", "v1", {"data": {}}, 2) is None
+
+
+# -- the parts alone ---------------------------------------------------------------------
+
+def test_shrink_plan_counts_pods_still_leaving_and_names_them_settling() -> None:
+    snapshot = make_snapshot(now=at(10)).clusters(
+        cluster(used=3, held={"default/elastic": [0, 1, 2]})).obj()
+    books = CycleBooks(snapshot)
+    urgent = make_entry("urgent").job(pods=2, gpu=8).obj()
+    assert urgent.demand is not None
+    held = snapshot.clusters[0].held_by[KEY]
+    per_pod = urgent.demand.pod_sets[0].requests
+    plan = shrink_plan(urgent.demand, books.board.pools[0], [
+        ShrinkCandidate(Holder(KEY, 1, "spoke-1", per_pod.scale(2), at(0), held),
+                        admitted=2, minimum=1, per_pod=per_pod)])
+    assert plan is not None
+    assert plan.orders == {}                      # nothing more to order
+    assert list(plan.settling) == [KEY]           # one pod still leaving: counted as free
+    assert len(plan.settling[KEY]) == 1
+
+
+def test_start_small_leaves_the_board_as_it_found_it() -> None:
+    snapshot = make_snapshot(now=at(10)).clusters(cluster(used=3)).add(
+        make_entry("elastic").job(pods=4, gpu=8).elastic(1)).obj()
+    books = CycleBooks(snapshot)
+    entry = snapshot.appwrappers[0]
+    assert entry.demand is not None
+    assignment = books.assignment({})
+    assert isinstance(assignment, QuotaAssignment)
+    before = books.board.pools[0].total
+    start = start_small(entry, entry.demand, quota=books.quota, assignment=assignment,
+                        board=books.board, candidates=books.everywhere,
+                        policy=books.policy.placement)
+    assert start is not None and start.pods == 1
+    assert books.board.pools[0].total == before

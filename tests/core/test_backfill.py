@@ -9,8 +9,8 @@ from datetime import datetime
 
 import pytest
 
+from mcad.core.backfill import BackfillPolicy
 from mcad.core.fairness import in_order, order_key
-from mcad.core.queue import BackfillPolicy
 from tests.builders.snapshots import at
 
 
