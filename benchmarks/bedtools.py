@@ -26,7 +26,7 @@ from e2e.cluster.build import artifacts  # noqa: E402
 from e2e.cluster.launcher import down, up  # noqa: E402
 from e2e.cluster.topology import TestbedSpec, TestbedState, free_ports  # noqa: E402
 from mcad.gateway.connection import Connection, connect  # noqa: E402
-from mcad.gateway.resources import ResourceRef  # noqa: E402
+from mcad.gateway.refs import ResourceRef  # noqa: E402
 from mcad.gateway.watch import Changed, Relisted, watch_objects  # noqa: E402
 
 PODS = ResourceRef("v1", "Pod", "pods", namespaced=True)

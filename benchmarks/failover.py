@@ -32,11 +32,10 @@ from e2e.cluster.build import artifacts  # noqa: E402
 from e2e.cluster.launcher import down, up  # noqa: E402
 from e2e.cluster.topology import TestbedSpec  # noqa: E402
 from e2e.controller import ControllerProcess  # noqa: E402
-from mcad.gateway import objects as verbs  # noqa: E402
-from mcad.gateway import resources as refs  # noqa: E402
+from mcad.gateway import refs, verbs  # noqa: E402
 from mcad.gateway.connection import Connection, connect  # noqa: E402
 from mcad.gateway.errors import ApiError  # noqa: E402
-from mcad.gateway.resources import ResourceRef  # noqa: E402
+from mcad.gateway.refs import ResourceRef  # noqa: E402
 
 DOC = REPO / "docs" / "operations.md"
 START, END = "<!-- failover -->", "<!-- /failover -->"

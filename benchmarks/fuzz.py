@@ -31,8 +31,7 @@ from e2e.cluster.topology import TestbedSpec, free_ports  # noqa: E402
 from e2e.controller import ControllerProcess  # noqa: E402
 from e2e.fuzzing import HubFuzz, draw, send  # noqa: E402
 from mcad.config import RunConfig  # noqa: E402
-from mcad.gateway import objects as verbs  # noqa: E402
-from mcad.gateway import resources as refs  # noqa: E402
+from mcad.gateway import refs, verbs  # noqa: E402
 from mcad.gateway.connection import connect  # noqa: E402
 from mcad.validation import check_appwrapper  # noqa: E402
 from tests.builders.fuzz import names_a_field  # noqa: E402

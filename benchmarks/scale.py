@@ -49,8 +49,7 @@ from bedtools import (
 
 from e2e.cluster.topology import TestbedSpec
 from mcad.core.wrapping import UID_LABEL
-from mcad.gateway import objects as verbs
-from mcad.gateway import resources as refs
+from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 
 SPOKES = ("spoke-1", "spoke-2", "spoke-3")

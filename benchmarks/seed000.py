@@ -57,11 +57,10 @@ from bedtools import (
 
 from e2e.cluster.stages import RUNTIME
 from e2e.cluster.topology import TestbedSpec
-from mcad.gateway import objects as verbs
-from mcad.gateway import resources as refs
+from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError
-from mcad.gateway.resources import ResourceRef
+from mcad.gateway.refs import ResourceRef
 
 NODES, CPU_PER_NODE, PODS, CPU_PER_POD = 100, 10, 10, 2
 WORK_S, JITTER, DEADLINE_S = 180.0, 0.5, 900.0

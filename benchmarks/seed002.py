@@ -63,8 +63,7 @@ from bedtools import (
 
 from e2e.cluster.stages import RUNTIME
 from e2e.cluster.topology import TestbedSpec
-from mcad.gateway import objects as verbs
-from mcad.gateway import resources as refs
+from mcad.gateway import refs, verbs
 
 NODES, GPUS_PER_NODE, PODS, GPUS_PER_POD = 4, 8, 2, 8
 OCCUPANCY_S, INTERARRIVAL_S = 72.0, 17.0

@@ -29,8 +29,7 @@ import yaml
 from e2e.cluster.build import artifacts
 from e2e.cluster.launcher import down, up
 from e2e.cluster.topology import TestbedSpec, TestbedState, free_ports
-from mcad.gateway import objects as verbs
-from mcad.gateway import resources as refs
+from mcad.gateway import refs, verbs
 from mcad.gateway.connection import connect
 
 REPO = Path(__file__).resolve().parents[1]

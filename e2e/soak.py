@@ -34,11 +34,10 @@ from typing import Any
 from e2e.cluster import faults
 from e2e.controller import ControllerProcess
 from mcad.core.wrapping import UID_LABEL
-from mcad.gateway import objects as verbs
-from mcad.gateway import resources as refs
+from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError, NotFound
-from mcad.gateway.resources import ResourceRef
+from mcad.gateway.refs import ResourceRef
 
 JOBS = ResourceRef("batch/v1", "Job", "jobs", namespaced=True)
 SPOKES = ("spoke-1", "spoke-2")

@@ -109,6 +109,9 @@ _task_restarts = Counter(
 _reconcile_errors = Counter(
     "mcad_reconcile_errors_total", "Reconciles that failed and were retried after a backoff, "
     "by work queue.", ["queue"], registry=REGISTRY)
+_events_dropped = Counter(
+    "mcad_events_dropped_total", "Kubernetes Events not recorded because the sender's queue "
+    "was full (the hub is slow to take them).", registry=REGISTRY)
 _queue_depth = Gauge(
     "mcad_workqueue_depth", "Keys waiting in a controller work queue.", ["queue"],
     registry=REGISTRY)
@@ -228,6 +231,11 @@ def count_task_restart(task: str) -> None:
 def count_reconcile_error(queue: str) -> None:
     """A reconcile taken from work queue ``queue`` failed and will be retried."""
     _reconcile_errors.labels(queue=queue).inc()
+
+
+def count_event_dropped() -> None:
+    """An Event was dropped: the event sender's queue was full."""
+    _events_dropped.inc()
 
 
 def report_queue_depth(queue: str, depth: int) -> None:

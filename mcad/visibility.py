@@ -87,8 +87,7 @@ def routes(last: LastCycle, config: RunConfig) -> list[web.RouteDef]:
         meta.setdefault("namespace", request.query.get("namespace", "default"))
         meta.setdefault("uid", "dry-run")
         meta["creationTimestamp"] = rfc3339(utcnow())
-        record = AppWrapperRecord(obj={})
-        record.update(body)
+        record = AppWrapperRecord.of(body)
         trial = with_candidate(snapshot, record.core_entry(config))
         found = explain(trial, dispatch_cycle(trial), record.key)
         assert found is not None

@@ -33,7 +33,7 @@ import yaml
 from mcad.api.documents import yaml_problem
 from mcad.api.spokecluster import API_VERSION, DEFAULT_KUBECONFIG_KEY, KIND
 from mcad.core.quantity import format_quantity, parse_quantity
-from mcad.gateway import objects
+from mcad.gateway import verbs
 from mcad.gateway.connection import Connection, connect, default_kubeconfig_path
 from mcad.gateway.errors import (
     AlreadyExists,
@@ -43,7 +43,7 @@ from mcad.gateway.errors import (
     NotFound,
     Unreachable,
 )
-from mcad.gateway.resources import NAMESPACES, SECRETS, SPOKECLUSTERS
+from mcad.gateway.refs import NAMESPACES, SECRETS, SPOKECLUSTERS
 
 SPOKE_LABEL = "cluster.codeflare.dev/spoke"
 """Label on the Secrets ``register`` writes: the SpokeCluster they belong to."""
@@ -257,37 +257,37 @@ async def _register(hub: Connection, name: str, *, spec: dict[str, Any],
 
 async def _ensure_namespace(hub: Connection, namespace: str) -> None:
     try:
-        await objects.get(hub, NAMESPACES, namespace)
+        await verbs.get(hub, NAMESPACES, namespace)
     except NotFound:
         with contextlib.suppress(AlreadyExists):
-            await objects.create(hub, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+            await verbs.create(hub, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                                    "metadata": {"name": namespace}})
 
 
 async def _create_or_replace_secret(hub: Connection, secret: dict[str, Any]) -> None:
     namespace = secret["metadata"]["namespace"]
     try:
-        await objects.create(hub, SECRETS, secret, namespace=namespace)
+        await verbs.create(hub, SECRETS, secret, namespace=namespace)
     except AlreadyExists:
-        await objects.replace(hub, SECRETS, secret)  # no resourceVersion: unconditional
+        await verbs.replace(hub, SECRETS, secret)  # no resourceVersion: unconditional
 
 
 async def _create_or_update_spoke(hub: Connection, name: str, spec: dict[str, Any]) -> bool:
     """Make the SpokeCluster's spec say ``spec``; True when it was created."""
     body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}
     try:
-        await objects.create(hub, SPOKECLUSTERS, body)
+        await verbs.create(hub, SPOKECLUSTERS, body)
         return True
     except AlreadyExists:
         pass
-    current = (await objects.get(hub, SPOKECLUSTERS, name)).get("spec") or {}
+    current = (await verbs.get(hub, SPOKECLUSTERS, name)).get("spec") or {}
     patch: dict[str, Any] = dict(spec)
     # A merge patch merges maps; null out what the command line no longer says.
     patch["labels"] = {**{k: None for k in current.get("labels") or {}}, **spec["labels"]}
     for field in ("local", "kubeconfigSecret"):
         if field not in spec and field in current:
             patch[field] = None
-    await objects.merge_patch(hub, SPOKECLUSTERS, name, {"spec": patch})
+    await verbs.merge_patch(hub, SPOKECLUSTERS, name, {"spec": patch})
     return False
 
 
@@ -303,7 +303,7 @@ def unregister(args: argparse.Namespace, *, out: IO[str] | None = None,
 async def _unregister(hub: Connection, name: str, *, namespace: str) -> str:
     secret_name = f"{name}{SECRET_SUFFIX}"
     try:
-        spoke: dict[str, Any] | None = await objects.get(hub, SPOKECLUSTERS, name)
+        spoke: dict[str, Any] | None = await verbs.get(hub, SPOKECLUSTERS, name)
     except NotFound as error:
         if _kind_missing(error):
             raise
@@ -312,7 +312,7 @@ async def _unregister(hub: Connection, name: str, *, namespace: str) -> str:
         reference = (spoke.get("spec") or {}).get("kubeconfigSecret") or {}
         secret_name = str(reference.get("name") or secret_name)
         with contextlib.suppress(NotFound):
-            await objects.delete(hub, SPOKECLUSTERS, name)
+            await verbs.delete(hub, SPOKECLUSTERS, name)
     secret_gone = await _delete_our_secret(hub, name, secret_name, namespace=namespace)
     if spoke is None and not secret_gone:
         raise CommandFailed(f"no SpokeCluster {name} is registered on the hub, and there is "
@@ -328,13 +328,13 @@ async def _delete_our_secret(hub: Connection, spoke: str, secret_name: str, *,
                              namespace: str) -> bool:
     """Delete the Secret if ``register`` wrote it for ``spoke``; True when deleted."""
     try:
-        secret = await objects.get(hub, SECRETS, secret_name, namespace=namespace)
+        secret = await verbs.get(hub, SECRETS, secret_name, namespace=namespace)
     except NotFound:
         return False
     if ((secret.get("metadata") or {}).get("labels") or {}).get(SPOKE_LABEL) != spoke:
         return False  # not ours: written by hand, perhaps shared; leave it
     try:
-        await objects.delete(hub, SECRETS, secret_name, namespace=namespace)
+        await verbs.delete(hub, SECRETS, secret_name, namespace=namespace)
     except NotFound:
         return False
     return True
@@ -346,7 +346,7 @@ def list_clusters(args: argparse.Namespace, *, out: IO[str] | None = None,
                   err: IO[str] | None = None, now: datetime | None = None) -> int:
     """``mcad cluster list``: one row per SpokeCluster, sorted by name."""
     async def fetch(hub: Connection) -> str:
-        items, _ = await objects.list_all(hub, SPOKECLUSTERS)
+        items, _ = await verbs.list_all(hub, SPOKECLUSTERS)
         return table(items, now=now or datetime.now(UTC))
     return _run("list", args, fetch, out, err)
 

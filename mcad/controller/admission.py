@@ -1,14 +1,17 @@
-"""Before dispatch: persist a dispatch decision, or say why the AppWrapper waits.
+"""Before dispatch: persist a dispatch order, or say why the AppWrapper waits.
 
 Both run inside the AppWrapper's reconcile (one at a time per AppWrapper), carrying
-out what the dispatcher recorded:
+out the dispatcher's orders, and record what they did in the record's ``Progress``:
 
-- ``persist_dispatch``: finalizer, then the decision in the status, written
-  *conditionally on the resourceVersion* (a stale decision fails instead of winning).
-  A Conflict or NotFound drops the assumption at once (the next cycle decides again on
-  the newer object); any other failure drops it and keeps the AppWrapper out of
-  cycles for a backoff that doubles per failure (1 s to 5 min), so a hub that refuses
-  writes is not hammered by a cycle per event.
+- ``persist_dispatch``: finalizer, then the decision in the status with its run
+  (``status.runId``), written *conditionally on the resourceVersion* (a stale decision
+  fails instead of winning). A Conflict is not taken at its word: the request may have
+  been retried after a time-out whose first attempt was committed, so the object is
+  read again, and when the hub already records this run the dispatch stands. Otherwise
+  the order failed: the dispatcher drops it at its next cycle, and a Conflict or any
+  other failure keeps the AppWrapper out of cycles for a backoff that doubles per
+  failure (1 s to 5 min), so a hub that refuses writes is not hammered by a cycle per
+  event; the work queue's timer for the key ends the hold.
 - ``write_pending``: the latest pending reason, skipped when nothing changed and
   coalesced when only the numbers in the message changed (at most every 10 s).
 """
@@ -23,8 +26,8 @@ from mcad import metrics
 from mcad.config import RunConfig
 from mcad.controller.clock import parse_time, rfc3339, utcnow
 from mcad.controller.objects import ObjectManager
-from mcad.controller.records import AppWrapperRecord
-from mcad.controller.writer import HubWriter
+from mcad.controller.records import AppWrapperRecord, DispatchOrder
+from mcad.controller.writer import HubWriter, Write
 from mcad.core.requeue import readiness_timeout
 from mcad.core.wrapping import Refusal, dispatch_digest
 from mcad.gateway.errors import ApiError
@@ -48,43 +51,49 @@ class Admission:
         self.changed = changed
         """Tells the dispatcher that quota or capacity was given back."""
 
-    async def persist_dispatch(self, rec: AppWrapperRecord) -> bool:
-        """Persist the assumed dispatch; True when the hub now says it is dispatched."""
-        cluster = rec.assumed_cluster
-        assert cluster is not None
+    async def persist_dispatch(self, rec: AppWrapperRecord, order: DispatchOrder) -> bool:
+        """Persist the dispatch order; True when the hub now records its run."""
+        progress = rec.progress
         try:
-            done = await self._persist(rec, cluster)
+            outcome = await self._persist(rec, order)
+            problem = "the hub holds a newer version of it (Conflict)"
         except ApiError as err:
-            rec.persist_failures += 1
-            pause = persist_backoff(rec.persist_failures)
-            rec.hold_until = utcnow() + timedelta(seconds=pause)
+            outcome, problem = Write.FAILED, err.message
+        if outcome is Write.DONE:
+            progress.persisted, progress.persist_failures, progress.hold_until = \
+                order.run, 0, None
+            return True
+        progress.failed = order.run
+        if outcome is not Write.GONE:
+            progress.persist_failures += 1
+            pause = persist_backoff(progress.persist_failures)
+            progress.hold_until = utcnow() + timedelta(seconds=pause)
             log.warning("dispatching %s to %s could not be recorded on the hub: %s; it "
-                        "waits %.0fs before it is considered again", rec.key, cluster,
-                        err.message, pause)
-            done = False
-        if rec.assumed_cluster == cluster and rec.status.get("clusterName") != cluster:
-            rec.assumed_cluster, rec.assumed_pods, rec.entry = None, None, None  # undo
-            self.changed()
-        if done:
-            rec.persist_failures, rec.hold_until = 0, None
-        return done
+                        "waits %.0fs before it is considered again", rec.key, order.cluster,
+                        problem, pause)
+        self.changed()
+        return False
 
-    async def _persist(self, rec: AppWrapperRecord, cluster: str) -> bool:
+    async def _persist(self, rec: AppWrapperRecord, order: DispatchOrder) -> Write:
         planned = self.objects.plan(rec)
         if isinstance(planned, Refusal):
             await self.objects.refuse(rec, planned)
-            return False
-        if not await self.writer.set_finalizer(rec, present=True):
-            return False
+            return Write.GONE  # Failed for good: nothing to hold it back for
+        finalizer = await self.writer.set_finalizer(rec, present=True)
+        if not finalizer:
+            return finalizer
+        cluster = order.cluster
         now = utcnow()
         # Queue wait runs from creation, or from the last requeue when there was one.
         since = parse_time(rec.status.get("requeueTimestamp")) or \
             parse_time(rec.meta.get("creationTimestamp")) or now
         policy = rec.requeue_policy(self.config)
         message = f"dispatched to cluster {cluster}"
+        pods = order.pods if order.pods is not None else (rec.demand.pods if rec.demand
+                                                          else None)
         ok = await self.writer.patch_status(rec, {
-            "state": "Running", "clusterName": cluster, "message": message,
-            "dispatchTimestamp": rfc3339(now),
+            "state": "Running", "clusterName": cluster, "runId": order.run,
+            "message": message, "dispatchTimestamp": rfc3339(now),
             "componentStatus": [{"apiVersion": w.api_version, "kind": w.kind, "name": w.name}
                                 for w in planned],
             "dispatchedSpecHash": dispatch_digest(rec.spec),
@@ -95,40 +104,44 @@ class Admission:
             "requeueingTimeInSeconds": readiness_timeout(policy, rec.requeues()),
             "expectedEnd": _after(now, rec.run_expected()),
             "runDeadline": _after(now, rec.run_limit()),
-            **({"admittedPods": rec.admitted_pods() or rec.demand.pods,
-                "fullPods": rec.demand.pods} if rec.elastic and rec.demand else {}),
+            **({"admittedPods": pods, "fullPods": rec.demand.pods}
+               if rec.elastic and rec.demand else {}),
         }, conditions=(("Queued", "False", "Dispatched", message),
                        ("Dispatched", "True", "Dispatched", message),
-                       ("PodsReady", "False", "WaitingForPods", "waiting for the gang's pods")))
+                       ("PodsReady", "False", "WaitingForPods", "waiting for the gang's pods")),
+            committed=lambda obj: (obj.get("status") or {}).get("runId") == order.run)
         if not ok:
-            return False
-        rec.objects_ensured = False
-        rec.counts_written_at = now  # written with none: the first pods wait their turn
-        rec.last_pending, rec.wanted_pending = ("", ""), None
+            return ok
+        progress = rec.progress
+        progress.counts_written_at = now  # written with none: the first pods wait their turn
+        progress.last_pending = None
         metrics.count_dispatch(cluster)
         metrics.observe_queue_wait(max(0.0, (now - since).total_seconds()))
         self.writer.event(rec, reason="Dispatched", message=message)
-        return True
+        return Write.DONE
 
     async def write_pending(self, rec: AppWrapperRecord, now: datetime) -> float | None:
         """Write the latest pending reason; seconds until a coalesced write is due."""
-        wanted = rec.wanted_pending
-        if wanted is None or wanted == rec.last_pending:
+        wanted = rec.orders.pending
+        progress = rec.progress
+        if wanted is None or wanted == progress.last_pending:
             return None
-        reason, message = wanted
-        if rec.last_pending[0] == reason and rec.last_pending_at is not None:
-            due = rec.last_pending_at + timedelta(seconds=PENDING_REWRITE_S)
+        last = progress.last_pending
+        if last is not None and last.reason == wanted.reason and \
+                progress.last_pending_at is not None:
+            due = progress.last_pending_at + timedelta(seconds=PENDING_REWRITE_S)
             if now < due:
                 return (due - now).total_seconds()  # same reason, new numbers: later
         ok = await self.writer.patch_status(rec, {
-            "state": "Pending", "message": message,
+            "state": "Pending", "message": wanted.message,
             "controllerfirsttimestamp": rec.status.get("controllerfirsttimestamp")
             or rfc3339(now),
-        }, conditions=(("Queued", "True", reason, message),))
+        }, conditions=(("Queued", "True", wanted.reason, wanted.message),))
         if ok:
-            if reason == "WaitingForPreemption" and rec.last_pending[0] != reason:
-                self.writer.event(rec, reason="Preempting", message=message)
-            rec.last_pending, rec.last_pending_at = wanted, now
+            if wanted.reason == "WaitingForPreemption" and (
+                    last is None or last.reason != wanted.reason):
+                self.writer.event(rec, reason="Preempting", message=wanted.message)
+            progress.last_pending, progress.last_pending_at = wanted, now
         return None
 
 

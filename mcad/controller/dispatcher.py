@@ -1,20 +1,23 @@
-"""The dispatch cycle, driven by events: snapshot, decide (``mcad.core``), record.
+"""The dispatch cycle, driven by events: snapshot, decide (``mcad.core``), order.
 
 Phases, as in Kueue:
 
 1. Snapshot the caches into a ``mcad.core.cycle.Snapshot`` (entries are cached per
-   AppWrapper version; capacity per node is kept current by the spoke links; the
-   pods of dispatched AppWrappers that are not bound yet are reservations).
+   AppWrapper version and order; capacity per node is kept current by the spoke links;
+   the pods of dispatched AppWrappers that are not bound yet are reservations). A
+   dispatch, grow or shrink ordered and not yet on the hub is *assumed*: the snapshot
+   counts it as done, so no cycle decides twice on the same room. While snapshotting,
+   the dispatcher drops its own orders that are done or void (see ``records``).
 2. ``dispatch_cycle`` decides.
-3. Record, never write: each dispatch is *assumed* at once (the next cycle already
-   counts it), each pending reason and eviction is noted on the AppWrapper's record,
-   and the key goes to the work queue, where the AppWrapper's reconciler (the only
-   actor that writes about it) persists the decision. Dispatches and evictions are
-   queued as urgent, ahead of pending-reason writes.
+3. Order, never write: each decision becomes an order on the AppWrapper's record
+   (``Orders``, which only the dispatcher writes), tied to the run it is for (a
+   dispatch gets a new run), and the key goes to the work queue, where the AppWrapper's
+   reconciler (the only actor that writes about it) carries it out. Dispatches,
+   evictions and resizes are queued as urgent, ahead of pending-reason writes.
 
-The dispatcher is one task: cycles never overlap, and no cycle waits on the network.
-Timers (a requeue pause that ends, a failed persist's backoff) are one wake-up at the
-earliest moment asked for, re-armed by the cycle it triggers.
+The dispatcher is one task: cycles never overlap, no cycle waits on the network, and it
+keeps no timers (the end of a requeue pause or of a failed persist's hold is a work
+queue timer of the AppWrapper's key: its reconcile asks for the next cycle).
 """
 
 from __future__ import annotations
@@ -28,11 +31,18 @@ from datetime import datetime
 from mcad import metrics
 from mcad.config import RunConfig
 from mcad.controller.clock import utcnow
-from mcad.controller.records import EvictionOrder
+from mcad.controller.records import (
+    AppWrapperRecord,
+    DispatchOrder,
+    EvictionOrder,
+    PendingWanted,
+    ResizeOrder,
+    new_run,
+)
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
 from mcad.core.capacity import AppWrapperKey, ClusterCapacity, NodeName, Reservation
-from mcad.core.cycle import CycleResult, PendingReason, Snapshot, dispatch_cycle
+from mcad.core.cycle import CycleResult, Snapshot, dispatch_cycle
 from mcad.core.demand import PodSet
 from mcad.core.resources import ResourceList
 
@@ -65,7 +75,7 @@ def unplaced(pod_sets: tuple[PodSet, ...], placed: list[ResourceList]) -> tuple[
 
 
 class Dispatcher:
-    """Runs cycles when something relevant changed and records their decisions."""
+    """Runs cycles when something relevant changed and records their decisions as orders."""
 
     def __init__(self, *, state: ControllerState, config: RunConfig,
                  queue: WorkQueue[AppWrapperKey]) -> None:
@@ -73,7 +83,6 @@ class Dispatcher:
         self.config = config
         self.queue = queue
         self.wanted = asyncio.Event()
-        self._wakeup: tuple[datetime, asyncio.TimerHandle] | None = None
         self.last_duration = 0.0
         """Seconds the last cycle took (capped at 1), for pacing."""
         self.last: tuple[Snapshot, CycleResult] | None = None
@@ -83,37 +92,18 @@ class Dispatcher:
     def trigger(self) -> None:
         self.wanted.set()
 
-    def trigger_at(self, moment: datetime) -> None:
-        """Run a cycle at ``moment``; one timer, at the earliest moment asked for."""
-        if self._wakeup is not None:
-            if self._wakeup[0] <= moment:
-                return
-            self._wakeup[1].cancel()
-        delay = max(0.0, (moment - utcnow()).total_seconds()) + 0.01
-        handle = asyncio.get_running_loop().call_later(delay, self._wake)
-        self._wakeup = (moment, handle)
-
-    def _wake(self) -> None:
-        self._wakeup = None
-        self.trigger()
-
     # -- the loop -----------------------------------------------------------------------
     async def run(self, ready: Callable[[], bool]) -> None:
         self.trigger()  # a (re)started loop decides once: the event that woke it may be gone
-        try:
-            while True:
-                await self.wanted.wait()
-                # Let a burst of events land in one cycle, and leave the reconcilers room.
-                await asyncio.sleep(max(DEBOUNCE_S, PACING * self.last_duration))
-                self.wanted.clear()
-                if ready():
-                    started = time.perf_counter()
-                    self.cycle()
-                    self.last_duration = min(1.0, time.perf_counter() - started)
-        finally:
-            if self._wakeup is not None:
-                self._wakeup[1].cancel()
-                self._wakeup = None
+        while True:
+            await self.wanted.wait()
+            # Let a burst of events land in one cycle, and leave the reconcilers room.
+            await asyncio.sleep(max(DEBOUNCE_S, PACING * self.last_duration))
+            self.wanted.clear()
+            if ready():
+                started = time.perf_counter()
+                self.cycle()
+                self.last_duration = min(1.0, time.perf_counter() - started)
 
     def snapshot(self, now: datetime) -> Snapshot:
         entries = []
@@ -121,14 +111,13 @@ class Dispatcher:
         policy = self.config.cycle_policy()
         held: dict[str, dict[AppWrapperKey, tuple[tuple[NodeName, ResourceList], ...]]] = {}
         for rec in self.state.appwrappers.values():
-            if rec.hold_until is not None and rec.queued:
-                if rec.hold_until > now:
-                    self.trigger_at(rec.hold_until)
-                    continue
-                rec.hold_until = None
-            if rec.queued or rec.admitted:
+            _tidy(rec)
+            if rec.held(now):
+                continue  # its reconciler keeps the timer that brings it back
+            admitted = rec.admitted
+            if admitted or rec.queued:
                 entries.append(rec.core_entry(self.config))
-            held_demand = rec.admitted_demand() if rec.admitted else None
+            held_demand = rec.admitted_demand() if admitted else None
             if held_demand is not None:
                 link = self.state.links.get(rec.cluster)
                 if link is not None:
@@ -156,38 +145,52 @@ class Dispatcher:
         appwrappers = self.state.appwrappers
         for dispatch in result.dispatches:
             rec = appwrappers[dispatch.key]
-            rec.assumed_cluster, rec.entry, rec.wanted_pending = dispatch.cluster, None, None
-            rec.assumed_pods = dispatch.pods
+            rec.orders.dispatch = DispatchOrder(new_run(), dispatch.cluster, dispatch.pods)
+            rec.orders.pending = None
             self.queue.add(dispatch.key, urgent=True, rank=rec.priority)
         reasons: dict[str, int] = {}
         oldest = now
         for pending in result.pending:
             reasons[pending.reason] = reasons.get(pending.reason, 0) + 1
             rec = appwrappers[pending.key]
-            entry = rec.entry
-            if entry is not None:
-                since = entry.queued_since or entry.created
-                if since.tzinfo is not None:  # (datetime.min: no creationTimestamp)
-                    oldest = min(oldest, since)
-            wanted = (pending.reason, pending.message)
-            rec.wanted_pending = wanted
-            if wanted != rec.last_pending:
+            entry = rec.core_entry(self.config)
+            since = entry.queued_since or entry.created
+            if since.tzinfo is not None:  # (datetime.min: no creationTimestamp)
+                oldest = min(oldest, since)
+            wanted = PendingWanted(pending.reason, pending.message)
+            rec.orders.pending = wanted
+            if wanted != rec.progress.last_pending:
                 self.queue.add(pending.key)
-            if pending.reason == PendingReason.REQUEUE_PAUSE and rec.entry \
-                    and rec.entry.not_before:
-                self.trigger_at(rec.entry.not_before)
         for eviction in result.evictions:
             rec = appwrappers[eviction.key]
-            rec.eviction = EvictionOrder(eviction.reason, eviction.message, eviction.for_key,
-                                         str(rec.status.get("dispatchTimestamp", "")))
+            run = rec.run
+            if run is None:
+                continue
+            rec.orders.eviction = EvictionOrder(run, eviction.reason, eviction.message,
+                                                eviction.for_key)
             self.queue.add(eviction.key, urgent=True)
         for resize in result.resizes:
             rec = appwrappers[resize.key]
-            wanted_resize = (resize.pods, resize.reason, resize.message)
-            if rec.resize != wanted_resize:
-                rec.resize = wanted_resize
+            run = rec.run
+            if run is None:
+                continue
+            order = ResizeOrder(run, resize.pods, resize.reason, resize.message)
+            if rec.orders.resize != order:
+                rec.orders.resize = order
                 self.queue.add(resize.key, urgent=True)
         metrics.report_pending_reasons(reasons)
         metrics.report_oldest_pending((now - oldest).total_seconds())
         self.last = (snapshot, result)
         return result
+
+
+def _tidy(rec: AppWrapperRecord) -> None:
+    """Drop the record's orders that are done or void: a dispatch persisted or failed, an
+    eviction or resize for another run or carried out."""
+    orders = rec.orders
+    if orders.dispatch is not None and rec.live_dispatch() is None:
+        orders.dispatch = None
+    if orders.eviction is not None and rec.live_eviction() is None:
+        orders.eviction = None
+    if orders.resize is not None and rec.live_resize() is None:
+        orders.resize = None

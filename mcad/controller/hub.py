@@ -20,7 +20,7 @@ from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
 from mcad.core.capacity import AppWrapperKey
 from mcad.core.quota import QuotaForest, QuotaNodeSpec, nodes_from_subtree
-from mcad.gateway import resources as refs
+from mcad.gateway import refs
 from mcad.gateway.connection import Connection
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,8 @@ class HubCache:
         if rec is None or (rec.uid and rec.uid != uid):  # new, or deleted and recreated
             if rec is not None:
                 state.by_uid.pop(rec.uid, None)
-            rec = state.appwrappers[key] = AppWrapperRecord(obj={})
-        if not rec.update(obj):
+            rec = state.appwrappers[key] = AppWrapperRecord()
+        if not rec.observed.take(obj):
             return
         state.by_uid[rec.uid] = key
         self.queue.add(key)
@@ -108,8 +108,6 @@ class HubCache:
         self.state.quota_problems = problems + more
         for problem in self.state.quota_problems:
             log.warning("quota: %s", problem)
-        for rec in self.state.appwrappers.values():
-            rec.entry = None
         self.dispatcher.trigger()
 
     def _on_spoke(self, kind: str, obj: dict[str, Any]) -> None:

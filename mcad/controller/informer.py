@@ -16,7 +16,7 @@ from typing import Any
 
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError
-from mcad.gateway.resources import ResourceRef
+from mcad.gateway.refs import ResourceRef
 from mcad.gateway.watch import Changed, Relisted, StreamBroken, watch_objects
 
 log = logging.getLogger(__name__)

@@ -33,10 +33,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mcad import metrics
-from mcad.gateway import objects as verbs
+from mcad.gateway import verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import AlreadyExists, ApiError, Conflict, Fenced, NotFound
-from mcad.gateway.resources import LEASES
+from mcad.gateway.refs import LEASES
 
 log = logging.getLogger(__name__)
 LEASE_NAME = "mcad"

@@ -24,8 +24,7 @@ from typing import Any
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.state import ControllerState
 from mcad.core.wrapping import is_ours
-from mcad.gateway import objects as verbs
-from mcad.gateway import resources as refs
+from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import Conflict, NotFound, UnknownKind
 

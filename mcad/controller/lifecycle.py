@@ -1,10 +1,13 @@
 """After dispatch: follow each AppWrapper to completion, requeue, failure or deletion.
 
-Called from the AppWrapper's reconcile (one at a time per AppWrapper, many AppWrappers
-in parallel), whenever something about it changed: its hub object, its pods or
-wrapped objects on the spoke, an eviction order, a timer it asked for. It reads the
-pods and the wrapped objects' conditions, asks ``mcad.core.progress`` what they mean,
-and applies that:
+Called from the AppWrapper's reconcile (``controller/reconciler.py``: one at a time per
+AppWrapper, many AppWrappers in parallel), whenever something about it changed: its
+hub object, its pods or wrapped objects on the spoke, an order of the dispatcher, a
+timer it asked for. The reconcile takes these steps in order: ``take_back`` (a lost or
+unreachable cluster, a requeue under way, an eviction order for this run, a changed
+spec), then creation (``controller/creation.py``), then ``resize`` (an order for this
+run), then ``follow_progress``, which reads the pods and the wrapped objects'
+conditions, asks ``mcad.core.progress`` what they mean, and applies that:
 
 - running: pod counts and PodsReady to the status; a look again at the readiness
   deadline (returned as seconds: the work queue keeps the timer). Readiness is latched:
@@ -16,8 +19,8 @@ and applies that:
   forceDeletionTimeInSeconds), then back to the queue with the counter, the timestamp
   and the cluster to avoid. Requeues that are not the gang's doing (``SpokeLost``,
   ``SpecChanged``, ``KindNotServed``) are not counted and not paused;
-- evicted (an order from the dispatcher, valid for the run it was given for): the
-  same requeue, with the order's reason;
+- evicted (an order from the dispatcher, carried out only for the run it was given
+  for, once): the same requeue, with the order's reason;
 - spec changed after dispatch: applied through a requeue, never half-applied;
 - cluster lost (no answer for ``spokeLostSeconds``): what it created there is written
   down (``Leftovers``) and it goes back to the queue without waiting for the cluster;
@@ -27,13 +30,15 @@ and applies that:
   spoke is retried and the status says so (condition CleanupPending), and a lost one
   is given up on (its leftovers recorded) after ``spokeLostSeconds``.
 
-Every method returns the seconds after which to look again, or None.
+Every step returns the seconds after which to look again, or None; ``take_back``
+returns a ``Next`` when it handled the AppWrapper (the reconcile stops there).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,7 +46,7 @@ from mcad import metrics
 from mcad.config import RunConfig
 from mcad.controller.clock import parse_time, rfc3339, utcnow
 from mcad.controller.leftovers import Leftovers
-from mcad.controller.objects import KindNotServed, ObjectManager
+from mcad.controller.objects import ObjectManager
 from mcad.controller.records import FINALIZER, AppWrapperRecord
 from mcad.controller.writer import HubWriter
 from mcad.core.progress import Completed, ItemState, KeepRunning, count_pods, progress
@@ -53,13 +58,19 @@ from mcad.core.requeue import (
     readiness_timeout,
 )
 from mcad.core.wrapping import Refusal, dispatch_digest
-from mcad.gateway.errors import ApiError
 
 log = logging.getLogger(__name__)
 RECHECK_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Next:
+    """A step handled the AppWrapper: look again after ``again`` seconds (None: when
+    something changes)."""
+
+    again: float | None
+
 SPOKE_LOST = "SpokeLost"
-CREATING = "Creating"
-"""Dispatched condition reason while creating the wrapped objects is being retried."""
 NOT_READY_AGAIN = "PodsNotReady"
 COUNTS_EVERY_S = 5.0
 """Pod counts alone (status.pending/running/...) are written at most this often: a
@@ -80,76 +91,45 @@ class Lifecycle:
         self.changed = changed
         """Tells the dispatcher that quota or capacity was given back."""
 
-    # -- deciding -----------------------------------------------------------------------
-    async def follow(self, rec: AppWrapperRecord) -> float | None:
-        """The dispatched AppWrapper's next step."""
+    # -- taking back ----------------------------------------------------------------------
+    async def take_back(self, rec: AppWrapperRecord) -> Next | None:
+        """What comes before anything else for a dispatched AppWrapper: its cluster lost
+        or unreachable, a requeue under way, an eviction order for this run, a spec that
+        changed. None when none applies (the reconcile goes on)."""
         link = self.objects.usable_link(rec.cluster)
         if link is None or not link.health.ready:
-            return await self._unreachable(rec)
+            return Next(await self._unreachable(rec))
         requeuing = rec.condition("Requeuing")
         if requeuing and requeuing.get("status") == "True":
-            return await self._finish_requeue(rec)
-        order = rec.eviction
+            return Next(await self._finish_requeue(rec))
+        order = rec.live_eviction()
         if order is not None:
-            rec.eviction = None
-            if order.dispatch == str(rec.status.get("dispatchTimestamp", "")):
-                metrics.count_eviction(order.reason)
-                self.writer.event(rec, reason=order.reason, message=order.message,
-                                  warning=True)
-                return await self._start_requeue(rec, order.reason, order.message,
-                                                 preempted_by=order.by)
+            rec.progress.evicted = order.run  # carried out once, whatever comes of it
+            metrics.count_eviction(order.reason)
+            self.writer.event(rec, reason=order.reason, message=order.message, warning=True)
+            return Next(await self.start_requeue(rec, order.reason, order.message,
+                                                 preempted_by=order.by))
         recorded = rec.status.get("dispatchedSpecHash")
         if recorded and recorded != dispatch_digest(rec.spec):
-            return await self._start_requeue(
+            return Next(await self.start_requeue(
                 rec, "SpecChanged", "the spec changed after dispatch; the new spec is applied "
                                     "through a requeue (what the old one created is deleted "
-                                    "first)")
-        if not rec.objects_ensured:
-            try:
-                if not await self.objects.ensure(rec):
-                    return RECHECK_S if rec.admitted else None
-            except KindNotServed as err:
-                if link.discovery is not None:
-                    await link.discovery.refresh()  # it was behind: the next cycle knows better
-                return await self._start_requeue(rec, "KindNotServed", str(err))
-            except ApiError as err:
-                await self._creating(rec, f"creating the wrapped objects on cluster "
-                                          f"{rec.cluster} failed ({err}); retrying with "
-                                          "backoff")
-                raise  # the work queue retries it after a growing, capped backoff
-            await self._creating(rec, None)
-        if rec.resize is not None:
-            await self._resize(rec)
-        return await self._progress(rec)
+                                    "first)"))
+        return None
 
-    async def _resize(self, rec: AppWrapperRecord) -> None:
-        """Carry out the dispatcher's resize order for an elastic AppWrapper."""
-        assert rec.resize is not None
-        pods, reason, message = rec.resize
-        if rec.admitted_pods() == pods or not rec.elastic:
-            rec.resize = None
+    async def resize(self, rec: AppWrapperRecord) -> None:
+        """Carry out the dispatcher's resize order for this run of an elastic AppWrapper."""
+        order = rec.live_resize()
+        if order is None:
             return
-        if not await self.objects.resize(rec, pods):
+        if not await self.objects.resize(rec, order.pods):
             return  # its cluster cannot be used now: the order waits, status unchanged
-        if await self.writer.patch_status(rec, {"admittedPods": pods,
-                                                "message": message}):
-            rec.resize = None
-            metrics.count_resize(reason)
-            self.writer.event(rec, reason="Grown" if reason == "Grow" else "Shrunk",
-                              message=message)
+        if await self.writer.patch_status(rec, {"admittedPods": order.pods,
+                                                "message": order.message}):
+            metrics.count_resize(order.reason)
+            self.writer.event(rec, reason="Grown" if order.reason == "Grow" else "Shrunk",
+                              message=order.message)
             self.changed()
-
-    async def _creating(self, rec: AppWrapperRecord, retrying: str | None) -> None:
-        """Say on the Dispatched condition what creation is retrying (reason Creating),
-        and put it back to Dispatched once everything is there."""
-        cond = rec.condition("Dispatched") or {}
-        if retrying is not None and cond.get("message") != retrying:
-            await self.writer.patch_status(rec, {"message": retrying}, conditions=(
-                ("Dispatched", "True", CREATING, retrying),))
-        elif retrying is None and cond.get("reason") == CREATING:
-            message = f"dispatched to cluster {rec.cluster}"
-            await self.writer.patch_status(rec, {"message": message}, conditions=(
-                ("Dispatched", "True", "Dispatched", message),))
 
     async def _unreachable(self, rec: AppWrapperRecord) -> float | None:
         """Its cluster does not answer: wait, or after spokeLostSeconds give up on it."""
@@ -172,7 +152,8 @@ class Lifecycle:
             self.objects.state.lost_since.setdefault(cluster, now)
         return (now - since).total_seconds()
 
-    async def _progress(self, rec: AppWrapperRecord) -> float | None:
+    async def follow_progress(self, rec: AppWrapperRecord) -> float | None:
+        """Pods and items: keep running, complete, requeue or fail."""
         link = self.objects.usable_link(rec.cluster)
         assert link is not None
         now = utcnow()
@@ -211,14 +192,15 @@ class Lifecycle:
                 (decision.ready or cond.get("reason") == reason)
             if unchanged and same_counts:
                 return again
-            if unchanged and rec.counts_written_at is not None:  # only the counts moved
-                wait = COUNTS_EVERY_S - (now - rec.counts_written_at).total_seconds()
+            written_at = rec.progress.counts_written_at
+            if unchanged and written_at is not None:  # only the counts moved
+                wait = COUNTS_EVERY_S - (now - written_at).total_seconds()
                 if wait > 0:
                     return wait + 0.01 if again is None else min(again, wait + 0.01)
             if await self.writer.patch_status(
                     rec, {**counts, "state": "Running"},
                     conditions=(("PodsReady", ready, reason, message),)):
-                rec.counts_written_at = now
+                rec.progress.counts_written_at = now
             if decision.ready and cond.get("status") != "True":
                 self.writer.event(rec, reason="PodsReady", message=message)
             elif reason == NOT_READY_AGAIN and cond.get("status") == "True":
@@ -241,7 +223,7 @@ class Lifecycle:
                 self.changed()
             return None
         if isinstance(decision, Requeue):
-            return await self._start_requeue(rec, decision.reason, decision.message)
+            return await self.start_requeue(rec, decision.reason, decision.message)
         assert isinstance(decision, Fail)
         if await self.objects.clear(rec) is None:  # the pods must not keep holding GPUs
             # The cluster does not answer: written down, deleted when it answers again.
@@ -256,8 +238,8 @@ class Lifecycle:
         return None
 
     # -- requeue --------------------------------------------------------------------------
-    async def _start_requeue(self, rec: AppWrapperRecord, reason: str, message: str, *,
-                             preempted_by: str = "") -> float | None:
+    async def start_requeue(self, rec: AppWrapperRecord, reason: str, message: str, *,
+                            preempted_by: str = "") -> float | None:
         """Start taking the AppWrapper back; ``preempted_by`` names the AppWrapper it makes
         room for (the dispatcher holds that room for it while this one drains)."""
         status: dict[str, Any] = {"message": message}
@@ -307,7 +289,7 @@ class Lifecycle:
             "requeueingTimeInSeconds": readiness_timeout(policy, count),
             "pending": 0, "running": 0, "Succeeded": 0, "failed": 0, "message": message,
             "componentStatus": [], "dispatchedSpecHash": "", "preemptedBy": "",
-            "expectedEnd": None, "runDeadline": None, "admittedPods": None,
+            "expectedEnd": None, "runDeadline": None, "admittedPods": None, "runId": None,
         }, conditions=(("Requeuing", "False", reason, message),
                        ("Dispatched", "False", "Requeued", message),
                        ("PodsReady", "False", "Requeued", message),
@@ -315,8 +297,7 @@ class Lifecycle:
         if ok:
             log.info("%s requeued from cluster %s (%s%s): %s", rec.key, cluster, reason,
                      "" if counted else ", not counted", why)
-            rec.objects_ensured, rec.eviction, rec.resize = False, None, None
-            rec.last_pending, rec.last_pending_at = ("", ""), None
+            rec.progress.last_pending, rec.progress.last_pending_at = None, None
             metrics.count_requeue(reason)
             self.changed()
 

@@ -33,7 +33,8 @@ class Links:
     def __init__(self, *, state: ControllerState, config: RunConfig, supervisor: Supervisor,
                  connect_hub: Callable[[str], Awaitable[Connection]], fence: WriteFence | None,
                  on_change: Callable[[str, Iterable[str], bool], None],
-                 on_health: Callable[[str], None]) -> None:
+                 on_health: Callable[[str], None],
+                 kinds_in_use: Callable[[str], set[tuple[str, str]]]) -> None:
         self.state = state
         self.config = config
         self.supervisor = supervisor
@@ -41,6 +42,7 @@ class Links:
         self.fence = fence
         self.on_change = on_change
         self.on_health = on_health
+        self.kinds_in_use = kinds_in_use
 
     def sync(self) -> None:
         """Make the running links match the SpokeClusters and their Secrets."""
@@ -59,7 +61,8 @@ class Links:
             if link is None:
                 self.state.lost_since.pop(name, None)
                 link = SpokeLink(name=name, on_change=self.on_change, on_health=self.on_health,
-                                 fence=self.fence, local=bool(spec.get("local")))
+                                 fence=self.fence, local=bool(spec.get("local")),
+                                 kinds_in_use=self.kinds_in_use)
                 self.state.links[name] = link
                 self.state.link_sources[name] = source
                 self.supervisor.spawn(f"spoke {name}",

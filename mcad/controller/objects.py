@@ -40,8 +40,7 @@ from mcad.core.wrapping import (
     system_namespace,
     wrapped_objects,
 )
-from mcad.gateway import objects as verbs
-from mcad.gateway import resources as refs
+from mcad.gateway import refs, verbs
 from mcad.gateway.errors import (
     AlreadyExists,
     ApiError,
@@ -51,7 +50,7 @@ from mcad.gateway.errors import (
     UnknownKind,
     Unreachable,
 )
-from mcad.gateway.resources import ResourceRef
+from mcad.gateway.refs import ResourceRef
 
 log = logging.getLogger(__name__)
 MANAGED_LABEL = "workload.codeflare.dev/managed"
@@ -74,13 +73,11 @@ class ObjectManager:
     def plan(self, rec: AppWrapperRecord) -> list[WrappedObject] | Refusal:
         """The objects to create, worked out once per generation of the AppWrapper (each
         pod event reconciles it; the manifests need not be rebuilt each time)."""
-        if rec.planned is None:
-            rec.planned = system_namespace(
-                rec.namespace, controller_namespace=self.config.namespace) or wrapped_objects(
-                name=rec.name, namespace=rec.namespace, uid=rec.uid, spec=rec.spec,
-                kind_allowed=self.config.kind_allowed,
-                token_secrets_allowed=self.config.allow_service_account_token_secrets)
-        return rec.planned
+        return rec.observed.per_generation("planned", lambda: system_namespace(
+            rec.namespace, controller_namespace=self.config.namespace) or wrapped_objects(
+            name=rec.name, namespace=rec.namespace, uid=rec.uid, spec=rec.spec,
+            kind_allowed=self.config.kind_allowed,
+            token_secrets_allowed=self.config.allow_service_account_token_secrets))
 
     def usable_link(self, cluster: str) -> SpokeLink | None:
         link = self.state.links.get(cluster)
@@ -181,7 +178,6 @@ class ObjectManager:
             if isinstance(err, NotFound):
                 link.namespaces_made.discard(rec.namespace)  # deleted behind our back
             raise
-        rec.objects_ensured = True
         return True
 
     async def _ensure_namespace(self, link: SpokeLink, namespace: str) -> Refusal | None:

@@ -1,14 +1,19 @@
 """The one actor per AppWrapper: every write about an AppWrapper happens here.
 
 ``reconcile(key)`` is what the work queue's workers call. It reads the AppWrapper's
-record (the hub object as last seen, plus what the dispatcher decided about it) and
-does the one next thing, in this order:
+record (what was observed, what the dispatcher ordered, what was done: see
+``controller/records.py``) and takes the next steps, in this order:
 
 1. gone from the hub: nothing (its timers and backoff are dropped);
-2. being deleted: clean its cluster up, then drop the finalizer (``Lifecycle``);
-3. a dispatch decided but not yet on the hub: persist it (``Admission``);
-4. dispatched: follow it (objects, pods, readiness, completion, eviction orders);
-5. queued: write why it waits, when that changed.
+2. being deleted: clean its cluster up, then drop the finalizer (``Lifecycle.cleanup``);
+3. a dispatch ordered and not yet on the hub: persist it (``Admission``); a failed
+   persist keeps it out of cycles for a while (a work queue timer ends the hold);
+4. dispatched: take it back when it must go (lost cluster, requeue under way, an
+   eviction order for this run, a changed spec: ``Lifecycle.take_back``); else create
+   what of this run is missing (``Creation``), carry out a resize order for this run
+   (``Lifecycle.resize``), and follow its pods and objects (``Lifecycle.follow_progress``);
+5. queued: write why it waits, when that changed; when a hold or a requeue pause ends,
+   tell the dispatcher (the reconciler keeps that timer, not the dispatcher).
 
 Because the work queue never runs one key twice at once, none of this needs a lock,
 and because each step reads the caches afresh, a reconcile that was asked for three
@@ -17,21 +22,31 @@ times runs once and sees all three changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
+from mcad.config import RunConfig
 from mcad.controller.admission import Admission
 from mcad.controller.clock import utcnow
+from mcad.controller.creation import Creation
 from mcad.controller.lifecycle import Lifecycle
+from mcad.controller.records import AppWrapperRecord
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
 from mcad.core.capacity import AppWrapperKey
 
 
 class Reconciler:
-    def __init__(self, *, state: ControllerState, queue: WorkQueue[AppWrapperKey],
-                 admission: Admission, lifecycle: Lifecycle) -> None:
+    def __init__(self, *, state: ControllerState, config: RunConfig,
+                 queue: WorkQueue[AppWrapperKey], admission: Admission, creation: Creation,
+                 lifecycle: Lifecycle, changed: Callable[[], None]) -> None:
         self.state = state
+        self.config = config
         self.queue = queue
         self.admission = admission
+        self.creation = creation
         self.lifecycle = lifecycle
+        self.changed = changed
 
     async def reconcile(self, key: AppWrapperKey) -> float | None:
         rec = self.state.appwrappers.get(key)
@@ -40,11 +55,37 @@ class Reconciler:
             return None
         if rec.deleting:
             return await self.lifecycle.cleanup(rec)
-        if (rec.assumed_cluster and rec.status.get("clusterName") != rec.assumed_cluster
-                and not await self.admission.persist_dispatch(rec)):
-            return None
+        order = rec.live_dispatch()
+        if order is not None and not await self.admission.persist_dispatch(rec, order):
+            return self._wake(rec, utcnow())
         if rec.admitted:
-            return await self.lifecycle.follow(rec)
+            step = await self.lifecycle.take_back(rec)
+            if step is not None:
+                return step.again
+            if rec.progress.created != rec.run:
+                step = await self.creation.create(rec)
+                if step is not None:
+                    return step.again
+            if rec.live_resize() is not None:
+                await self.lifecycle.resize(rec)
+            return await self.lifecycle.follow_progress(rec)
         if rec.queued:
-            return await self.admission.write_pending(rec, utcnow())
+            now = utcnow()
+            again = await self.admission.write_pending(rec, now)
+            wake = self._wake(rec, now)
+            return min((t for t in (again, wake) if t is not None), default=None)
         return None
+
+    def _wake(self, rec: AppWrapperRecord, now: datetime) -> float | None:
+        """The timer of a queued AppWrapper: when its hold (after a failed persist) or
+        its requeue pause ends, the dispatcher is told, so it decides on it again."""
+        progress = rec.progress
+        if progress.wake_at is not None and progress.wake_at <= now:
+            progress.wake_at = None
+            self.changed()
+        moments = [m for m in (progress.hold_until, rec.pause_ends(self.config))
+                   if m is not None and m > now]
+        if not moments:
+            return None
+        progress.wake_at = min(moments)
+        return (progress.wake_at - now).total_seconds() + 0.01

@@ -1,18 +1,41 @@
-"""What the controller remembers of each AppWrapper between events.
+"""What the controller remembers of each AppWrapper between events, with one writer
+per part.
 
-The hub object (as last seen or written), its demand read once per generation, and
-the core's view of it (``AppWrapperEntry``) rebuilt only when the object changes,
-so a dispatch cycle over thousands of AppWrappers does not re-read their specs.
-The AppWrapper's status on the hub is the source of truth for what was decided
-(dispatched where, requeued how often), which makes a restart lose nothing.
+Why parts: controller-runtime keeps what was observed (the informer's copy) apart from
+what is wanted and from what was done; a record written by the informer, the
+dispatcher and the reconciler alike is where races live. So a record has three parts,
+each written by one owner, each read by everyone:
+
+- ``Observed``: the hub object as last seen, and what is derived from it (its demand,
+  read once per generation). Owner: observation. It changes only through
+  ``Observed.take``, which the hub informer calls (``controller/hub.py``) and the hub
+  writer calls with the answer to mcad's own writes (an answer is an observation too),
+  and which never takes an older version.
+- ``Orders``: what the dispatcher decided (dispatch, evict, resize, why it waits).
+  Owner: the dispatcher (``controller/dispatcher.py``). Every order names the *run* it
+  was made for: a run is one dispatch, identified by ``status.runId``, unique per
+  dispatch; an order is void on any other run, so it never outlives its run.
+- ``Progress``: what the reconciler did (persisted or failed a dispatch, created the
+  objects of a run, carried out an eviction or a resize, wrote a pending reason) and
+  the timers it keeps. Owner: the reconciler and its steps (``admission``,
+  ``creation``, ``lifecycle``, ``objects``, ``reconciler``).
+
+Actors talk only by writing their own part: a dispatch the reconciler could not persist
+is recorded in its progress, and the dispatcher, reading that, drops its order itself.
+``tests/controller/test_ownership.py`` reads the controller's source and fails when a
+module writes a part it does not own.
+
+The AppWrapper's status on the hub remains the source of truth for what was decided
+(dispatched where, in which run, requeued how often), so a restart loses nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NewType, TypeVar
 
 from mcad.config import RunConfig
 from mcad.controller.clock import parse_time
@@ -22,10 +45,18 @@ from mcad.core.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem, sized
 from mcad.core.placement import ClusterSelector
 from mcad.core.requeue import UNCOUNTED_REASONS, RequeuePolicy
-from mcad.core.wrapping import Refusal, WrappedObject, wrapped_kinds
+from mcad.core.wrapping import wrapped_kinds
 
 FINALIZER = "workload.codeflare.dev/finalizer"
 TERMINAL = ("Completed", "Failed")
+RunId = NewType("RunId", str)
+"""One dispatch of an AppWrapper (``status.runId``)."""
+T = TypeVar("T")
+
+
+def new_run() -> RunId:
+    """A run identity for a new dispatch: unique, never reused (unlike a timestamp)."""
+    return RunId(uuid.uuid4().hex[:16])
 
 
 def key_of(obj: Mapping[str, Any]) -> AppWrapperKey:
@@ -40,65 +71,211 @@ def resource_version(obj: Mapping[str, Any]) -> int:
         return 0
 
 
-@dataclass(frozen=True)
-class EvictionOrder:
-    """The dispatcher's decision to take a running AppWrapper back, for one dispatch.
+# -- the orders (owner: the dispatcher) ----------------------------------------------------
 
-    ``dispatch`` is the ``dispatchTimestamp`` of the run it was decided for: an order
-    for a run that has already ended (requeued, completed, deleted) is void, so it can
-    never hit the AppWrapper's next run or a new AppWrapper of the same name.
-    """
+@dataclass(frozen=True, slots=True)
+class DispatchOrder:
+    """Dispatch to ``cluster`` as run ``run`` (elastic: starting with ``pods`` pods)."""
+
+    run: RunId
+    cluster: ClusterName
+    pods: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionOrder:
+    """Take run ``run`` back, to make room for ``by``."""
+
+    run: RunId
+    reason: str
+    message: str
+    by: AppWrapperKey
+
+
+@dataclass(frozen=True, slots=True)
+class ResizeOrder:
+    """Run ``run`` of an elastic AppWrapper goes to ``pods`` pods."""
+
+    run: RunId
+    pods: int
+    reason: str
+    """``Grow`` or ``Shrink``."""
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWanted:
+    """Why it waits, as the last cycle said."""
 
     reason: str
     message: str
-    by: str
-    dispatch: str
 
 
 @dataclass
-class AppWrapperRecord:
-    """One AppWrapper as the controller knows it.
+class Orders:
+    """What the dispatcher decided about one AppWrapper. Written by the dispatcher only."""
 
-    The dispatcher only *records* its decisions here (``assumed_cluster``,
-    ``wanted_pending``, ``eviction``) and queues the key; the reconciler, the one actor
-    per AppWrapper, carries them out.
-    """
+    dispatch: DispatchOrder | None = None
+    eviction: EvictionOrder | None = None
+    resize: ResizeOrder | None = None
+    pending: PendingWanted | None = None
 
-    obj: dict[str, Any]
-    demand: Demand | None = None
-    demand_error: str | None = None
-    demand_generation: int = -1
-    entry: AppWrapperEntry | None = None
-    assumed_cluster: str | None = None
-    """Dispatched by this process, before the hub has confirmed it."""
-    assumed_pods: int | None = None
-    """Elastic, dispatched below full size by this process: the pods it starts with."""
-    resize: tuple[int, str, str] | None = None
-    """An elastic resize ordered by the dispatcher: (pods, reason, message)."""
-    objects_ensured: bool = False
-    """The wrapped objects were created (or found) on the cluster by this process."""
-    planned: list[WrappedObject] | Refusal | None = None
-    """What to create, from the current generation (``ObjectManager.plan``)."""
-    last_pending: tuple[str, str] = ("", "")
-    """The pending reason and message last written to the hub."""
+
+# -- the progress (owner: the reconciler) --------------------------------------------------
+
+@dataclass
+class Progress:
+    """What the reconciler did about one AppWrapper. Written by the reconciler's steps."""
+
+    persisted: RunId | None = None
+    """The last dispatch order persisted on the hub (or found committed there)."""
+    failed: RunId | None = None
+    """The last dispatch order that could not be persisted: the order is dead."""
+    persist_failures: int = 0
+    hold_until: datetime | None = None
+    """After a failed persist the AppWrapper stays out of cycles until then."""
+    wake_at: datetime | None = None
+    """The moment (end of a hold or of a requeue pause) the reconciler asked a timer for,
+    to tell the dispatcher that the AppWrapper may be decided again."""
+    created: RunId | None = None
+    """The run whose wrapped objects are all on its cluster (created or found)."""
+    evicted: RunId | None = None
+    """The run an eviction order was carried out for (Requeuing written)."""
+    last_pending: PendingWanted | None = None
+    """The pending reason last written to the hub."""
     last_pending_at: datetime | None = None
     counts_written_at: datetime | None = None
-    """When the pod counts were last written (they are coalesced: ``lifecycle``)."""
-    wanted_pending: tuple[str, str] | None = None
-    """The pending reason and message of the last cycle, to be written."""
-    eviction: EvictionOrder | None = None
-    hold_until: datetime | None = None
-    """A failed dispatch persist keeps the AppWrapper out of cycles until then."""
-    persist_failures: int = 0
+    """When the pod counts were last written (coalesced: ``lifecycle``)."""
 
-    # -- reading ------------------------------------------------------------------------
+
+# -- the observed object (owner: observation) ----------------------------------------------
+
+class Observed:
+    """The hub object as last seen (or as answered to mcad's own write), and what is read
+    from it once per generation. Changed only by ``take``."""
+
+    __slots__ = ("_cache", "_demand", "_demand_error", "_generation", "_obj")
+
+    def __init__(self) -> None:
+        self._obj: dict[str, Any] = {}
+        self._generation = -1
+        self._demand: Demand | None = None
+        self._demand_error: str | None = None
+        self._cache: dict[str, Any] = {}
+
+    def take(self, obj: dict[str, Any]) -> bool:
+        """Take a newer version of the object; False (and nothing changes) when ``obj``
+        is older than the one held."""
+        if resource_version(obj) and resource_version(obj) < resource_version(self._obj):
+            return False
+        _slim(obj)
+        self._obj = obj
+        generation = int((obj.get("metadata") or {}).get("generation", 0) or 0)
+        if generation != self._generation:
+            self._generation = generation
+            self._cache.clear()
+            try:
+                self._demand, self._demand_error = appwrapper_demand(self.spec), None
+            except DemandError as err:
+                self._demand, self._demand_error = None, str(err)
+        return True
+
+    def per_generation(self, name: str, make: Callable[[], T]) -> T:
+        """``make()``, worked out once per generation of the object (the wrapped objects'
+        manifests need not be rebuilt at every pod event)."""
+        if name not in self._cache:
+            self._cache[name] = make()
+        value: T = self._cache[name]
+        return value
+
     @property
-    def key(self) -> AppWrapperKey:
-        return key_of(self.obj)
+    def obj(self) -> dict[str, Any]:
+        return self._obj
+
+    @property
+    def demand(self) -> Demand | None:
+        return self._demand
+
+    @property
+    def demand_error(self) -> str | None:
+        return self._demand_error
 
     @property
     def meta(self) -> dict[str, Any]:
-        return dict(self.obj.get("metadata") or {})
+        return dict(self._obj.get("metadata") or {})
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return dict(self._obj.get("spec") or {})
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return dict(self._obj.get("status") or {})
+
+    @property
+    def version(self) -> str:
+        return str((self._obj.get("metadata") or {}).get("resourceVersion", ""))
+
+    @property
+    def dispatched(self) -> bool:
+        """The hub records a dispatch that has not finished."""
+        status = self._obj.get("status") or {}
+        return bool(status.get("clusterName")) and status.get("state") not in TERMINAL
+
+    @property
+    def run(self) -> RunId | None:
+        """The run the hub records: ``status.runId``, or for a dispatch written before
+        mcad recorded runs, its ``dispatchTimestamp``; None while not dispatched."""
+        status = self._obj.get("status") or {}
+        if not status.get("clusterName"):
+            return None
+        return RunId(str(status.get("runId") or f"at:{status.get('dispatchTimestamp', '')}"))
+
+
+# -- the record ----------------------------------------------------------------------------
+
+@dataclass
+class AppWrapperRecord:
+    """One AppWrapper as the controller knows it: the three parts, and what is read from
+    them together (nothing here writes a part)."""
+
+    observed: Observed = field(default_factory=Observed)
+    orders: Orders = field(default_factory=Orders)
+    progress: Progress = field(default_factory=Progress)
+    _entry: tuple[tuple[object, ...], AppWrapperEntry] | None = None
+
+    @classmethod
+    def of(cls, obj: dict[str, Any]) -> AppWrapperRecord:
+        """A record of ``obj`` (for tests and tools: the controller's records are made
+        by the informer)."""
+        rec = cls()
+        rec.observed.take(obj)
+        return rec
+
+    # -- the object ---------------------------------------------------------------------
+    @property
+    def obj(self) -> dict[str, Any]:
+        return self.observed.obj
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.observed.meta
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.observed.spec
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.observed.status
+
+    @property
+    def demand(self) -> Demand | None:
+        return self.observed.demand
+
+    @property
+    def key(self) -> AppWrapperKey:
+        return key_of(self.observed.obj)
 
     @property
     def name(self) -> str:
@@ -113,34 +290,12 @@ class AppWrapperRecord:
         return str(self.meta.get("uid", ""))
 
     @property
-    def spec(self) -> dict[str, Any]:
-        return dict(self.obj.get("spec") or {})
-
-    @property
-    def status(self) -> dict[str, Any]:
-        return dict(self.obj.get("status") or {})
-
-    @property
     def state(self) -> str:
         return str(self.status.get("state", ""))
 
     @property
-    def cluster(self) -> str:
-        """Where the AppWrapper is dispatched ('' while queued)."""
-        return self.assumed_cluster or str(self.status.get("clusterName", ""))
-
-    @property
     def deleting(self) -> bool:
         return bool(self.meta.get("deletionTimestamp"))
-
-    @property
-    def admitted(self) -> bool:
-        """Holds quota and capacity: dispatched and not finished."""
-        return bool(self.cluster) and self.state not in TERMINAL
-
-    @property
-    def queued(self) -> bool:
-        return not self.cluster and self.state not in TERMINAL and not self.deleting
 
     def condition(self, type_: str) -> dict[str, Any] | None:
         for cond in self.status.get("conditions") or []:
@@ -148,6 +303,64 @@ class AppWrapperRecord:
                 return dict(cond)
         return None
 
+    # -- the run ------------------------------------------------------------------------
+    def live_dispatch(self) -> DispatchOrder | None:
+        """The dispatcher's dispatch order while it is neither persisted nor failed: the
+        dispatch is *assumed* (every cycle counts it) until the hub records it."""
+        order = self.orders.dispatch
+        if order is None or order.run in (self.progress.persisted, self.progress.failed):
+            return None
+        if self.observed.dispatched or self.state in TERMINAL or self.deleting:
+            return None
+        return order
+
+    @property
+    def run(self) -> RunId | None:
+        """The current run: the hub's, else an assumed dispatch's; None while queued."""
+        if self.observed.dispatched:
+            return self.observed.run
+        order = self.live_dispatch()
+        return order.run if order is not None else None
+
+    @property
+    def cluster(self) -> str:
+        """Where the AppWrapper is dispatched ('' while queued)."""
+        if self.observed.dispatched:
+            return str(self.status.get("clusterName", ""))
+        order = self.live_dispatch()
+        return order.cluster if order is not None else ""
+
+    @property
+    def admitted(self) -> bool:
+        """Holds quota and capacity: dispatched (or assumed so) and not finished."""
+        return bool(self.cluster) and self.state not in TERMINAL
+
+    @property
+    def queued(self) -> bool:
+        return not self.cluster and self.state not in TERMINAL and not self.deleting
+
+    def live_eviction(self) -> EvictionOrder | None:
+        """The eviction order, when it is for the current run and not yet carried out."""
+        order = self.orders.eviction
+        if order is None or order.run != self.run or order.run == self.progress.evicted:
+            return None
+        return order
+
+    def live_resize(self) -> ResizeOrder | None:
+        """The resize order, when it is for the current run and not yet on the hub."""
+        order = self.orders.resize
+        if order is None or order.run != self.run or not self.elastic:
+            return None
+        if self.observed.dispatched and self.status.get("admittedPods") == order.pods:
+            return None
+        return order
+
+    def held(self, now: datetime) -> bool:
+        """Kept out of cycles: a failed persist's backoff is still running."""
+        until = self.progress.hold_until
+        return until is not None and until > now and self.queued
+
+    # -- the spec -----------------------------------------------------------------------
     def requeue_policy(self, config: RunConfig) -> RequeuePolicy:
         scheduling = self.spec.get("schedulingSpec") or {}
         spec = scheduling.get("requeuing")
@@ -160,11 +373,16 @@ class AppWrapperRecord:
         return str(annotations.get(ELASTIC_ANNOTATION, "")).lower() == "true"
 
     def admitted_pods(self) -> int | None:
-        """Elastic and admitted: the pods it runs with now (None: its full size)."""
+        """Elastic and admitted: the pods it runs with, or is ordered to run with (a
+        resize in flight is assumed like a dispatch); None: its full size."""
         if not self.elastic or not self.admitted:
             return None
-        if self.assumed_pods is not None:
-            return self.assumed_pods
+        resize = self.live_resize()
+        if resize is not None:
+            return resize.pods
+        order = self.live_dispatch()
+        if order is not None:
+            return order.pods
         pods = self.status.get("admittedPods")
         return pods if isinstance(pods, int) and not isinstance(pods, bool) else None
 
@@ -197,6 +415,14 @@ class AppWrapperRecord:
     def requeues(self) -> int:
         return int(self.status.get("numberOfRequeueings", 0) or 0)
 
+    def pause_ends(self, config: RunConfig) -> datetime | None:
+        """When a counted requeue's pause ends (None: not pausing)."""
+        requeued = parse_time(self.status.get("requeueTimestamp"))
+        why = (self.condition("Requeuing") or {}).get("reason")
+        if requeued is None or why in UNCOUNTED_REASONS:
+            return None
+        return requeued + timedelta(seconds=self.requeue_policy(config).pause_time_in_seconds)
+
     @property
     def priority(self) -> int:
         """``spec.priority`` (0 when absent or unreadable)."""
@@ -216,71 +442,58 @@ class AppWrapperRecord:
         return [(str(c.get("apiVersion", "")), str(c.get("kind", "")), str(c.get("name", "")))
                 for c in self.status.get("componentStatus") or [] if isinstance(c, dict)]
 
-    # -- updating -----------------------------------------------------------------------
-    def update(self, obj: dict[str, Any]) -> bool:
-        """Take a newer version of the object; False when ``obj`` is older than ours."""
-        if resource_version(obj) and resource_version(obj) < resource_version(self.obj):
-            return False
-        _slim(obj)
-        self.obj = obj
-        self.entry = None
-        if self.status.get("clusterName") == self.assumed_cluster:
-            self.assumed_cluster = self.assumed_pods = None
-        generation = int(self.meta.get("generation", 0) or 0)
-        if generation != self.demand_generation:
-            self.demand_generation = generation
-            self.planned = None
-            try:
-                self.demand, self.demand_error = appwrapper_demand(self.spec), None
-            except DemandError as err:
-                self.demand, self.demand_error = None, str(err)
-        return True
-
+    # -- the core's view ------------------------------------------------------------------
     def core_entry(self, config: RunConfig) -> AppWrapperEntry:
-        if self.entry is None:
-            scheduling = self.spec.get("schedulingSpec") or {}
-            cluster_scheduling = scheduling.get("clusterScheduling") or {}
-            created = parse_time(self.meta.get("creationTimestamp")) or datetime.min
-            requeued = parse_time(self.status.get("requeueTimestamp"))
-            policy = self.requeue_policy(config)
-            requeuing = self.condition("Requeuing") or {}
-            why = requeuing.get("reason")
-            not_before = requeued + timedelta(seconds=policy.pause_time_in_seconds) \
-                if requeued and why not in UNCOUNTED_REASONS else None
-            try:
-                selector = ClusterSelector.from_spec(cluster_scheduling.get("clusterSelector"))
-            except ValueError:
-                selector = ClusterSelector.from_spec(None)
-            demand, demand_error = self.demand, self.demand_error
-            elastic_min = full_pods = None
-            if self.elastic and demand is not None:
-                problem = elastic_problem(demand, wrapped_kinds(self.spec))
-                if problem is not None:
-                    demand, demand_error = None, problem
+        """The AppWrapper as the dispatch cycle sees it, with its assumed dispatch and
+        resize; rebuilt only when the object or those orders change."""
+        dispatch, resize = self.live_dispatch(), self.live_resize()
+        stamp = (id(self.observed.obj), dispatch, resize)
+        if self._entry is not None and self._entry[0] == stamp:
+            return self._entry[1]
+        entry = self._core_entry(config)
+        self._entry = (stamp, entry)
+        return entry
+
+    def _core_entry(self, config: RunConfig) -> AppWrapperEntry:
+        scheduling = self.spec.get("schedulingSpec") or {}
+        cluster_scheduling = scheduling.get("clusterScheduling") or {}
+        created = parse_time(self.meta.get("creationTimestamp")) or datetime.min
+        requeued = parse_time(self.status.get("requeueTimestamp"))
+        requeuing = self.condition("Requeuing") or {}
+        try:
+            selector = ClusterSelector.from_spec(cluster_scheduling.get("clusterSelector"))
+        except ValueError:
+            selector = ClusterSelector.from_spec(None)
+        demand, demand_error = self.demand, self.observed.demand_error
+        elastic_min = full_pods = None
+        admitted = self.admitted
+        if self.elastic and demand is not None:
+            problem = elastic_problem(demand, wrapped_kinds(self.spec))
+            if problem is not None:
+                demand, demand_error = None, problem
+            else:
+                elastic_min = demand.min_available
+                if admitted:
+                    full_pods, demand = demand.pods, self.admitted_demand()
                 else:
-                    elastic_min = demand.min_available
-                    if self.admitted:
-                        full_pods, demand = demand.pods, self.admitted_demand()
-                    else:
-                        demand = sized(demand, demand.pods)
-            self.entry = AppWrapperEntry(
-                key=self.key, uid=self.uid, priority=self.priority,
-                created=created, demand=demand, demand_error=demand_error,
-                quota_labels=dict(self.meta.get("labels") or {}),
-                clusters=tuple(c.get("name", "") for c in cluster_scheduling.get("clusters")
-                               or [] if isinstance(c, dict)),
-                cluster_selector=selector,
-                phase=Admitted(ClusterName(self.cluster)) if self.admitted else QUEUED,
-                avoid_cluster=self.status.get("previousCluster") or None,
-                not_before=not_before, queued_since=requeued,
-                kinds=wrapped_kinds(self.spec), priority_slope=self.priority_slope(),
-                dispatched=self.dispatched_at() if self.admitted else None,
-                draining=bool(self.admitted and requeuing.get("status") == "True"),
-                draining_for=AppWrapperKey(str(self.status["preemptedBy"]))
-                if self.admitted and self.status.get("preemptedBy") else None,
-                expected_end=parse_time(self.status.get("expectedEnd"))
-                if self.admitted else None, elastic_min=elastic_min, full_pods=full_pods)
-        return self.entry
+                    demand = sized(demand, demand.pods)
+        return AppWrapperEntry(
+            key=self.key, uid=self.uid, priority=self.priority,
+            created=created, demand=demand, demand_error=demand_error,
+            quota_labels=dict(self.meta.get("labels") or {}),
+            clusters=tuple(c.get("name", "") for c in cluster_scheduling.get("clusters")
+                           or [] if isinstance(c, dict)),
+            cluster_selector=selector,
+            phase=Admitted(ClusterName(self.cluster)) if admitted else QUEUED,
+            avoid_cluster=self.status.get("previousCluster") or None,
+            not_before=self.pause_ends(config), queued_since=requeued,
+            kinds=wrapped_kinds(self.spec), priority_slope=self.priority_slope(),
+            dispatched=self.dispatched_at() if admitted else None,
+            draining=bool(admitted and requeuing.get("status") == "True"),
+            draining_for=AppWrapperKey(str(self.status["preemptedBy"]))
+            if admitted and self.status.get("preemptedBy") else None,
+            expected_end=parse_time(self.status.get("expectedEnd")) if admitted else None,
+            elastic_min=elastic_min, full_pods=full_pods)
 
 
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

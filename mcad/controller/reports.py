@@ -20,8 +20,7 @@ from mcad.controller.state import ControllerState
 from mcad.controller.writer import set_condition
 from mcad.core.quota import QuotaAssignment, QuotaForest
 from mcad.core.quotastatus import subtree_status, valid
-from mcad.gateway import objects as verbs
-from mcad.gateway import resources as refs
+from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError
 
@@ -63,10 +62,8 @@ class Reports:
         while True:
             await asyncio.sleep(every)
             now = metrics.totals()
-            queued = sum(1 for r in self.state.appwrappers.values()
-                         if r.queued and not r.assumed_cluster)
-            running = sum(1 for r in self.state.appwrappers.values()
-                          if r.admitted or r.assumed_cluster)
+            queued = sum(1 for r in self.state.appwrappers.values() if r.queued)
+            running = sum(1 for r in self.state.appwrappers.values() if r.admitted)
             ready = sum(1 for link in self.state.links.values() if link.health.ready)
             log.info("summary: %d queued, %d running; %d dispatched and %d requeued in the "
                      "last %.0fs; %d of %d clusters ready", queued, running,
@@ -80,7 +77,7 @@ class Reports:
         forest = self.state.forest.copy()
         for rec in self.state.appwrappers.values():
             state = rec.state if rec.state in counts else "Pending"
-            counts["Running" if rec.assumed_cluster else state] += 1
+            counts["Running" if rec.live_dispatch() is not None else state] += 1
             held = rec.admitted_demand() if rec.admitted else None  # elastic: as admitted
             if held is not None:
                 assignment = forest.resolve(rec.meta.get("labels") or {})

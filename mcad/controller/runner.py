@@ -8,13 +8,17 @@ The concurrency, stated once:
   spoke link (which supervises its own watches and probe);
 - informers only update caches and add keys: AppWrapper keys to the work queue,
   "something changed" to the dispatcher;
-- the dispatcher is the only task that decides; it records decisions and adds keys;
+- the dispatcher is the only task that decides; it writes orders on the records and
+  adds keys;
 - the work queue's workers are the only ones that write about an AppWrapper, one key
   at a time (``Reconciler``); a second queue, keyed by cluster, collects what a lost
   cluster was left with once it answers again (``Leftovers``);
+- one task posts Events (``EventSender``: bounded, aggregating repeats);
 - reports read the caches and write observations (metrics, SpokeCluster status).
 
-Nothing else runs: no callbacks that write, no shared flags, no ad hoc timers.
+Each part of an AppWrapper's record has one writer (``controller/records.py``). Nothing
+else runs: no callbacks that write, no shared flags, no ad hoc timers (every timer is a
+work queue timer of a key).
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from mcad.config import RunConfig
 from mcad.controller.admission import Admission
+from mcad.controller.creation import Creation
 from mcad.controller.dispatcher import Dispatcher
+from mcad.controller.events import EventSender
 from mcad.controller.hub import HubCache
 from mcad.controller.leftovers import Leftovers
 from mcad.controller.lifecycle import Lifecycle
@@ -38,6 +44,7 @@ from mcad.controller.supervisor import Supervisor, TaskFactory
 from mcad.controller.workqueue import WorkQueue, run_workers
 from mcad.controller.writer import HubWriter
 from mcad.core.capacity import AppWrapperKey
+from mcad.core.wrapping import wrapped_kinds
 from mcad.gateway.connection import Connection, WriteFence
 
 log = logging.getLogger(__name__)
@@ -59,22 +66,26 @@ class Controller:
         self.state = ControllerState()
         self.queue: WorkQueue[AppWrapperKey] = WorkQueue("appwrappers")
         self.supervisor = Supervisor()
-        self.writer = HubWriter(hub)
+        self.events = EventSender(hub)
+        self.writer = HubWriter(hub, self.events)
         self.dispatcher = Dispatcher(state=self.state, config=config, queue=self.queue)
         self.reports = Reports(hub=hub, state=self.state)
         self.objects = ObjectManager(state=self.state, config=config, writer=self.writer,
                                      released=self.changed)
         self.leftovers = Leftovers(hub=hub, state=self.state)
         self.spoke_queue: WorkQueue[str] = WorkQueue("spokes")
+        lifecycle = Lifecycle(config=config, writer=self.writer, objects=self.objects,
+                              leftovers=self.leftovers, changed=self.changed)
         self.reconciler = Reconciler(
-            state=self.state, queue=self.queue,
+            state=self.state, config=config, queue=self.queue, changed=self.changed,
             admission=Admission(config=config, writer=self.writer, objects=self.objects,
                                 changed=self.changed),
-            lifecycle=Lifecycle(config=config, writer=self.writer, objects=self.objects,
-                                leftovers=self.leftovers, changed=self.changed))
+            creation=Creation(objects=self.objects, writer=self.writer, lifecycle=lifecycle),
+            lifecycle=lifecycle)
         self.links = Links(state=self.state, config=config, supervisor=self.supervisor,
                            connect_hub=connect_hub, fence=fence,
-                           on_change=self._on_spoke_change, on_health=self._on_link_health)
+                           on_change=self._on_spoke_change, on_health=self._on_link_health,
+                           kinds_in_use=self._kinds_in_use)
         self.hub_cache = HubCache(hub=hub, state=self.state, config=config, queue=self.queue,
                                   dispatcher=self.dispatcher, spokes_changed=self._spokes_changed)
         if local:  # the hub itself as cluster "local", with no SpokeCluster object
@@ -103,13 +114,20 @@ class Controller:
                   ("spoke reconcilers", lambda: run_workers(self.spoke_queue,
                                                            self.leftovers.collect, workers=2)),
                   ("reports", self.reports.run), ("summary", self.reports.summarize),
+                  ("events", self.events.run),
                   *self.extra_tasks]
         async with asyncio.TaskGroup() as group:
             group.create_task(self.supervisor.run(*tasks), name="supervisor")
             await self.supervisor.started()
             self.links.sync()  # the links known before any SpokeCluster is listed (--local)
 
-    # -- what spoke links tell us -------------------------------------------------------
+    # -- what spoke links tell us and ask --------------------------------------------------
+    def _kinds_in_use(self, cluster: str) -> set[tuple[str, str]]:
+        """(apiVersion, kind) of what the AppWrappers dispatched to ``cluster`` wrap: a
+        link (re)built for it watches them again before it is ready."""
+        return {kind for rec in self.state.appwrappers.values()
+                if rec.admitted and rec.cluster == cluster for kind in wrapped_kinds(rec.spec)}
+
     def _spokes_changed(self) -> None:
         self.links.sync()
         for name, link in self.state.links.items():

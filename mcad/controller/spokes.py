@@ -7,8 +7,14 @@ also watches, per wrapped kind, the objects that carry an AppWrapper uid label, 
 their conditions for completion. Every change calls ``on_change`` with the uids of the
 AppWrappers it concerns, so the controller reacts to events, not timers.
 
+A link (re)built for a cluster (a rotated kubeconfig Secret, a re-registered cluster, a
+restart) watches again, before it is ready, every wrapped kind that the AppWrappers
+running there use (``kinds_in_use``), so a Job's ``Complete`` is never missed because
+the link that would have seen it is a new one.
+
 Health, stated once: the link is ready when it is connected, *every* one of its watches
-has listed and is following, and the cluster answered the last probe (a GET of
+has listed and is following (the wrapped kinds in use at connect time included), and
+the cluster answered the last probe (a GET of
 ``/readyz`` every few seconds: a paused API server hangs watches without breaking them,
 and only a request with a deadline notices). Otherwise it is not ready and says why
 (``BadKubeconfig``, ``ConnectFailed``, ``Syncing``, ``Unreachable``), while the rest of
@@ -41,10 +47,10 @@ from mcad.core.capacity import (
 from mcad.core.demand import Taint, pod_request
 from mcad.core.resources import EMPTY, ResourceList
 from mcad.core.wrapping import UID_LABEL
-from mcad.gateway import resources as refs
+from mcad.gateway import refs
 from mcad.gateway.connection import Connection, WriteFence
-from mcad.gateway.errors import ApiError, BadKubeconfig, GatewayError
-from mcad.gateway.resources import Discovery, ResourceRef
+from mcad.gateway.errors import ApiError, BadKubeconfig, GatewayError, UnknownKind
+from mcad.gateway.refs import Discovery, ResourceRef
 
 log = logging.getLogger(__name__)
 TERMINAL = ("Succeeded", "Failed")
@@ -83,6 +89,8 @@ class SpokeLink:
     on_change: Callable[[str, Iterable[str], bool], None]
     """Called with (cluster, AppWrapper uids concerned, capacity changed)."""
     on_health: Callable[[str], None]
+    kinds_in_use: Callable[[str], set[tuple[str, str]]] = lambda _cluster: set()
+    """(apiVersion, kind) of what the AppWrappers running on this cluster wrap."""
     fence: WriteFence | None = None
     local: bool = False
     """The hub itself (single-cluster mode): namespaces there are the AppWrappers' own."""
@@ -109,6 +117,8 @@ class SpokeLink:
     _supervisor: Supervisor | None = None
     _probe_failures: int = 0
     _discovered: bool = False
+    _required_kinds: set[str] = field(default_factory=set)
+    """Kinds in use when the link connected: watched and listed before it is ready."""
     _node_cache: dict[str, NodeCapacity] = field(default_factory=dict)
 
     # -- life ---------------------------------------------------------------------------
@@ -159,6 +169,7 @@ class SpokeLink:
         self._node_cache.clear()
         self._probe_failures = 0
         self._discovered = False
+        self._required_kinds.clear()
 
     def _set_health(self, ready: bool, reason: str, message: str) -> None:
         if (self.health.ready, self.health.reason, self.health.message) != (ready, reason,
@@ -182,7 +193,7 @@ class SpokeLink:
         # only nodes and pods must be synced; a kind's broken watch still counts.
         behind = [name for name, informer in self._informers.items() if not informer.synced]
         behind += [name for name, informer in self._kinds.items()
-                   if not informer.synced and informer.error]
+                   if not informer.synced and (informer.error or name in self._required_kinds)]
         if behind:
             errors = [i.error.message for i in [*self._informers.values(),
                                                 *self._kinds.values()] if i.error]
@@ -209,18 +220,32 @@ class SpokeLink:
 
     async def _discover(self) -> None:
         """Learn which kinds the cluster serves, at once and then every 30 s (a CRD
-        installed there later becomes usable without a restart)."""
+        installed there later becomes usable without a restart); the first time, watch
+        the wrapped kinds in use here again."""
         assert self.discovery is not None
         while True:
             try:
                 before = self.discovery.kinds
                 if await self.discovery.refresh() != before:
                     self.on_change(self.name, (), True)  # AppWrappers may fit here now
+                if not self._discovered:
+                    await self._watch_kinds_in_use()
                 self._discovered = True
             except ApiError as err:
                 log.warning("discovery on %s failed: %s", self.name, err)
             self._refresh_health()
             await asyncio.sleep(DISCOVERY_PERIOD_S if self._discovered else PROBE_PERIOD_S)
+
+    async def _watch_kinds_in_use(self) -> None:
+        assert self.discovery is not None
+        for api_version, kind in sorted(self.kinds_in_use(self.name)):
+            try:
+                ref = await self.discovery.resource_for(api_version, kind)
+            except UnknownKind:
+                continue  # its AppWrapper is sent elsewhere (KindNotServed) when followed
+            if ref.kind not in self._kinds and (ref.api_version, ref.kind) != ("v1", "Pod"):
+                self._required_kinds.add(ref.kind)
+            self.watch_kind(ref)
 
     async def _probe(self) -> None:
         assert self.conn is not None

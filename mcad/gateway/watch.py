@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError, BadResponse, Gone
-from mcad.gateway.objects import Obj, list_all
-from mcad.gateway.resources import ResourceRef
+from mcad.gateway.refs import ResourceRef
+from mcad.gateway.verbs import Obj, list_all
 
 WATCH_SECONDS = 290
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.5, 30.0

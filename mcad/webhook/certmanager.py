@@ -27,8 +27,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from mcad.controller.clock import utcnow
-from mcad.gateway import objects as verbs
-from mcad.gateway import resources as refs
+from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import Conflict, NotFound
 from mcad.webhook.certs import CertBundle, issue

@@ -24,12 +24,11 @@ from typing import Any
 from aiohttp import web
 
 from mcad.config import RunConfig
-from mcad.gateway import objects as verbs
-from mcad.gateway import resources as refs
+from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError, NotFound, UnknownKind
 from mcad.gateway.kubeconfig import load_cert_chain
-from mcad.gateway.resources import Discovery
+from mcad.gateway.refs import Discovery
 from mcad.server import ListenError, parse_address
 from mcad.webhook.review import (
     AccessCheck,

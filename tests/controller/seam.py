@@ -87,6 +87,8 @@ class Hub:
         key = (meta["namespace"], meta["name"])
         self.appwrappers[key] = obj
         base = AW_NS_PATH.format(ns=meta["namespace"]) + f"/{meta['name']}"
+        self.transport.on("GET", base, lambda _r: reply(200, self.appwrappers[key])
+                          if key in self.appwrappers else status(404, "NotFound"))
         self.transport.on("PATCH", base, self._patch(key))
         self.transport.on("PATCH", base + "/status", self._patch(key))
         self.transport.on("POST", f"/api/v1/namespaces/{meta['namespace']}/events",

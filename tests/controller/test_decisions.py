@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from mcad.config import RunConfig
-from mcad.controller.records import EvictionOrder
+from mcad.controller.records import EvictionOrder, RunId
 from mcad.core.capacity import AppWrapperKey
 from mcad.gateway import watch as watch_module
 from mcad.gateway.connection import ATTEMPTS
@@ -186,12 +186,13 @@ async def test_an_eviction_order_for_a_run_that_ended_is_void(world: World) -> N
     world.hub.add(job_appwrapper("train"))
     await dispatched(world)
     rec = world.run.controller.state.appwrappers[KEY]
-    rec.eviction = EvictionOrder("Preempted", "for a test", "ns/other",
-                                 dispatch="2020-01-01T00:00:00Z")  # an earlier run's
+    rec.orders.eviction = EvictionOrder(RunId("an-earlier-run"), "Preempted", "for a test",
+                                        AppWrapperKey("ns/other"))
     world.run.controller.queue.add(KEY)
+    world.run.controller.dispatcher.trigger()
     await asyncio.sleep(10)
     assert world.jobs.deleted == [] and world.condition("Requeuing") == {}
-    assert rec.eviction is None
+    assert rec.orders.eviction is None  # the dispatcher dropped its void order
 
 
 async def test_a_create_the_spoke_refuses_for_good_fails_with_its_sentence(

@@ -7,8 +7,7 @@ from mcad.controller.records import AppWrapperRecord
 
 
 def test_a_record_drops_managed_fields_and_the_last_applied_copy_only() -> None:
-    rec = AppWrapperRecord({})
-    rec.update({"metadata": {
+    rec = AppWrapperRecord.of({"metadata": {
         "name": "a", "namespace": "n", "uid": "u", "resourceVersion": "5",
         "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}",

@@ -21,8 +21,7 @@ pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
 
 
 def record(name: str, status: dict[str, Any]) -> AppWrapperRecord:
-    rec = AppWrapperRecord(obj={})
-    rec.update({"metadata": {"name": name, "namespace": "ns", "uid": name,
+    rec = AppWrapperRecord.of({"metadata": {"name": name, "namespace": "ns", "uid": name,
                              "resourceVersion": "1", "generation": 1},
                 "spec": {"resources": {"GenericItems": []}}, "status": status})
     return rec
@@ -60,8 +59,8 @@ async def test_an_elastic_appwrapper_is_charged_and_reported_at_its_admitted_siz
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "e"},
            "spec": {"parallelism": 4, "template": {"spec": {"containers": [
                {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}}
-    rec = AppWrapperRecord(obj={})
-    rec.update({"metadata": {"name": "e", "namespace": "ns", "uid": "e", "resourceVersion": "1",
+    rec = AppWrapperRecord.of({"metadata": {"name": "e", "namespace": "ns", "uid": "e",
+                                            "resourceVersion": "1",
                              "generation": 1, "labels": {"t": "root"},
                              "annotations": {"workload.codeflare.dev/elastic": "true"}},
                 "spec": {"schedulingSpec": {"minAvailable": 1},

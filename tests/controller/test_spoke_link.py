@@ -17,7 +17,7 @@ from mcad.controller import spokes as spokes_module
 from mcad.controller.spokes import SpokeLink
 from mcad.core.wrapping import UID_LABEL
 from mcad.gateway.connection import Connection
-from mcad.gateway.resources import ResourceRef
+from mcad.gateway.refs import ResourceRef
 from mcad.gateway.transport import TransportError
 from tests.gateway.scripted import (
     CORE_KINDS,

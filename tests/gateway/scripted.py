@@ -17,16 +17,17 @@ recorded, so a test can also assert what was *not* sent.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcad.gateway.connection import Connection
 from mcad.gateway.transport import Reply, StreamRefused
 
-Answer = Reply | Exception | Callable[["Request"], Reply]
+Answer = Reply | Exception | Callable[["Request"], "Reply | Awaitable[Reply]"]
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,8 @@ class ScriptedTransport:
         if isinstance(answer, Exception):
             raise answer
         if callable(answer):
-            return answer(request)
+            got = answer(request)
+            return await got if inspect.isawaitable(got) else got
         return answer
 
     async def stream(self, url: str, *, params: Mapping[str, str],

@@ -12,7 +12,7 @@ import pytest
 
 from mcad.gateway import watch as watch_module
 from mcad.gateway.errors import BadResponse, Forbidden
-from mcad.gateway.resources import PODS
+from mcad.gateway.refs import PODS
 from mcad.gateway.transport import TransportError
 from mcad.gateway.watch import Changed, Relisted, StreamBroken, WatchEvent, watch_objects
 from tests.gateway.scripted import ScriptedTransport, listing, refused, status

@@ -1,9 +1,13 @@
 """The verbs on objects of any kind: get, list, create, patch, delete.
 
-Thin on purpose: each is one request on a ``ResourceRef`` path, retried by the
-connection; conflicts and missing objects surface as ``Conflict`` / ``NotFound``
-for the caller to decide about. ``options`` pass through to ``Connection.request``
-(``timeout``, ``attempts``, ``fenced``).
+Thin on purpose: each is one request on a ``ResourceRef`` path (``mcad.gateway.refs``),
+retried by the connection when that is safe; conflicts and missing objects surface as
+``Conflict`` / ``NotFound`` for the caller to decide about. ``options`` pass through to
+``Connection.request`` (``timeout``, ``attempts``, ``fenced``).
+
+A create whose object has ``generateName`` and no name is never retried blind: each
+attempt that reached the server made a new object, so a retry after a time-out would
+make a second one (two Events for one). Such a create gets one attempt.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcad.gateway.connection import MERGE_PATCH, Connection
-from mcad.gateway.resources import ResourceRef
+from mcad.gateway.refs import ResourceRef
 
 Obj = dict[str, Any]
 
@@ -39,6 +43,9 @@ async def list_all(conn: Connection, ref: ResourceRef, *, namespace: str | None 
 
 async def create(conn: Connection, ref: ResourceRef, obj: Obj, *,
                  namespace: str | None = None, **options: Any) -> Obj:
+    meta = obj.get("metadata") or {}
+    if meta.get("generateName") and not meta.get("name"):
+        options.setdefault("attempts", 1)  # a retry would create a second object
     return await conn.request("POST", ref.path(namespace=namespace), body=obj, **options)
 
 
