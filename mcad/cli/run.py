@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
@@ -150,6 +149,10 @@ async def _connect_hub(kubeconfig: Path | None, name: str) -> Connection:
     return await connect(kubeconfig, name=name)
 
 
+class _Stopped(Exception):
+    """SIGINT or SIGTERM: the root task group ends."""
+
+
 async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namespace) -> int:
     hub = await _connect_hub(kubeconfig, "hub")
     # The Lease is renewed on a connection of its own, as client-go's leader election
@@ -211,29 +214,31 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        work = asyncio.create_task(elector.run(lead) if elector is not None else lead(),
-                                   name="leader election" if elector else "controller")
-        stopper = asyncio.create_task(stop.wait(), name="stop signal")
-        serving = asyncio.create_task(webhook.run() if webhook else stop.wait(),
-                                      name="webhook")
+
+        async def work() -> None:
+            await (elector.run(lead) if elector is not None else lead())
+            stop.set()  # the controller ended on its own: so does the process
+
+        async def until_stopped() -> None:
+            await stop.wait()
+            raise _Stopped
+
+        # One root: the leader election (and under it the controller), the webhook and
+        # the stop signal are its tasks; the first to end the process cancels the rest,
+        # and an error in any of them is raised here, never lost in a stray task.
         try:
-            await asyncio.wait({work, stopper, serving}, return_when=asyncio.FIRST_COMPLETED)
-            if serving.done() and not serving.cancelled() and serving.exception():
-                raise serving.exception()  # type: ignore[misc]
+            async with asyncio.TaskGroup() as root:
+                root.create_task(work(), name="leader election" if elector else "controller")
+                if webhook is not None:
+                    root.create_task(webhook.run(), name="webhook")
+                root.create_task(until_stopped(), name="stop signal")
+        except* _Stopped:
+            pass
+        except* Exception as failed:
+            raise failed.exceptions[0] from None
         finally:
-            for pending in (work, stopper, serving):
-                pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await serving
-            with contextlib.suppress(asyncio.CancelledError):
-                await stopper
-            try:
-                await work
-            except asyncio.CancelledError:
-                pass
-            finally:
-                if elector is not None:
-                    await elector.release()
+            if elector is not None:
+                await elector.release()
         log.info("stopped")
         return 0
     finally:
