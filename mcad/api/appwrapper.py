@@ -284,6 +284,10 @@ class AppWrapperStatus(WireModel):
     previous_cluster: str = Field("", alias="previousCluster")
     """The cluster of the last attempt that was requeued; the next dispatch prefers
     another cluster where the AppWrapper fits."""
+    run_id: str = Field("", alias="runId")
+    """Identifies the current dispatch (a run), unique per dispatch; empty while queued.
+    Every order of the controller (evict, resize) names the run it is for, and a retried
+    write that was committed is recognised by it."""
     dispatch_timestamp: Timestamp | None = Field(None, alias="dispatchTimestamp")
     """When the current dispatch happened; the requeue timer starts here."""
     requeue_timestamp: Timestamp | None = Field(None, alias="requeueTimestamp")
