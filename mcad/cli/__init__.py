@@ -1,4 +1,5 @@
-"""The ``mcad`` command line: ``mcad validate`` now, ``mcad run`` and ``mcad cluster`` later.
+"""The ``mcad`` command line: ``mcad run`` (the controller), ``mcad cluster`` (register,
+list and remove spokes), ``mcad validate``, ``mcad queue`` and ``mcad explain``.
 
 Rule of this package: parse arguments, read inputs, call into ``mcad.api`` and
 ``mcad.core``, print sentences. Decisions live in the core; the command only reports

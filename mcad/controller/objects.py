@@ -28,7 +28,7 @@ from mcad import metrics
 from mcad.config import RunConfig
 from mcad.controller.clock import utcnow
 from mcad.controller.records import AppWrapperRecord
-from mcad.controller.spokes import SpokeLink
+from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import HubWriter
 from mcad.core.elastic import merged, resized_manifest

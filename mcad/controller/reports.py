@@ -15,7 +15,7 @@ from typing import Any
 
 from mcad import metrics
 from mcad.controller.clock import rfc3339, utcnow
-from mcad.controller.spokes import SpokeLink
+from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import set_condition
 from mcad.core.quota import QuotaAssignment, QuotaForest

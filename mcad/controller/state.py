@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from mcad.controller.records import AppWrapperRecord
-from mcad.controller.spokes import SpokeLink
+from mcad.controller.spoke_link import SpokeLink
 from mcad.core.capacity import AppWrapperKey
 from mcad.core.quota import QuotaForest
 

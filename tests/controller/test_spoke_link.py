@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from mcad.controller import spokes as spokes_module
-from mcad.controller.spokes import SpokeLink
+from mcad.controller import spoke_link
+from mcad.controller.spoke_link import SpokeLink
 from mcad.core.wrapping import UID_LABEL
 from mcad.gateway.connection import Connection
 from mcad.gateway.refs import ResourceRef
@@ -149,13 +149,13 @@ async def test_an_api_server_that_stops_answering_probes_is_unreachable(
     await settle()
     first_contact = running.link.last_contact
     running.spoke.only("GET", "/readyz", TransportError("timed out"))
-    await asyncio.sleep(spokes_module.PROBE_PERIOD_S * 3)
+    await asyncio.sleep(spoke_link.PROBE_PERIOD_S * 3)
     assert not running.link.health.ready
     assert running.link.health.reason == "Unreachable"
     lost_since = running.link.last_contact
     assert lost_since is not None and first_contact is not None
     running.spoke.only("GET", "/readyz", reply(200))
-    await asyncio.sleep(spokes_module.PROBE_PERIOD_S * 2)
+    await asyncio.sleep(spoke_link.PROBE_PERIOD_S * 2)
     assert running.link.health.ready
 
 

@@ -20,7 +20,7 @@ from mcad import metrics
 from mcad.config import RunConfig
 from mcad.controller.clock import utcnow
 from mcad.controller.leftovers import leftovers_of
-from mcad.controller.spokes import Connector, SpokeLink
+from mcad.controller.spoke_link import Connector, SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.supervisor import Supervisor
 from mcad.gateway.connection import Connection, WriteFence, connect_spoke
@@ -29,7 +29,7 @@ from mcad.gateway.errors import BadKubeconfig
 log = logging.getLogger(__name__)
 
 
-class Links:
+class SpokeLinks:
     def __init__(self, *, state: ControllerState, config: RunConfig, supervisor: Supervisor,
                  connect_hub: Callable[[str], Awaitable[Connection]], fence: WriteFence | None,
                  on_change: Callable[[str, Iterable[str], bool], None],

@@ -14,9 +14,9 @@ the link that would have seen it is a new one.
 
 Health, stated once: the link is ready when it is connected, *every* one of its watches
 has listed and is following (the wrapped kinds in use at connect time included), and
-the cluster answered the last probe (a GET of
-``/readyz`` every few seconds: a paused API server hangs watches without breaking them,
-and only a request with a deadline notices). Otherwise it is not ready and says why
+the cluster answered the last probe (a GET of ``/readyz`` every few seconds: a paused
+API server hangs watches without breaking them, and only a request with a deadline
+notices). Otherwise it is not ready and says why
 (``BadKubeconfig``, ``ConnectFailed``, ``Syncing``, ``Unreachable``), while the rest of
 the controller keeps working. ``last_contact`` is when the cluster last answered, which
 is what "lost for spokeLostSeconds" is measured from. The watches and the probe run
@@ -57,8 +57,9 @@ TERMINAL = ("Succeeded", "Failed")
 PROBE_PERIOD_S = 3.0
 PROBE_TIMEOUT_S = 5.0
 PROBE_FAILURES = 2
-DISCOVERY_PERIOD_S = 30.0
 """Consecutive failed probes after which the cluster is Unreachable."""
+DISCOVERY_PERIOD_S = 30.0
+"""How often the cluster's discovery is read again (a CRD installed later is seen)."""
 
 
 @dataclass
