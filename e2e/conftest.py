@@ -10,12 +10,9 @@ then left running).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,6 +21,7 @@ from kubernetes_asyncio import client, config
 from e2e.cluster.build import artifacts
 from e2e.cluster.launcher import down, up
 from e2e.cluster.topology import TestbedSpec, TestbedState, pid_alive, read_state
+from e2e.clusters import Cluster, kubectl
 from e2e.controller import AW, ControllerProcess
 from e2e.waiting import wait_until
 from mcad.cli.main import main as mcad_main
@@ -74,27 +72,6 @@ def testbed(testbed_dir: Path, pytestconfig: pytest.Config) -> Iterator[TestbedS
             down(directory)
 
 
-@dataclass
-class Cluster:
-    """One control plane of the test bed, as tests use it."""
-
-    name: str
-    kubeconfig: Path
-    api: client.ApiClient
-
-    @property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api)
-
-    @property
-    def batch(self) -> client.BatchV1Api:
-        return client.BatchV1Api(self.api)
-
-    @property
-    def custom(self) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self.api)
-
-
 @pytest.fixture(scope="session")
 async def clusters(testbed: TestbedState) -> AsyncIterator[dict[str, Cluster]]:
     out: dict[str, Cluster] = {}
@@ -127,25 +104,11 @@ async def namespace(clusters: dict[str, Cluster]) -> AsyncIterator[str]:
 @pytest.fixture(scope="session")
 def hub_crds(clusters: dict[str, Cluster], kubectl_path: Path) -> Cluster:
     hub = clusters["hub"]
-    _kubectl(kubectl_path, hub, "apply", "-k", str(REPO / "crds"))
-    _kubectl(kubectl_path, hub, "wait", "--for=condition=Established", "--timeout=60s",
+    kubectl(kubectl_path, hub, "apply", "-k", str(REPO / "crds"))
+    kubectl(kubectl_path, hub, "wait", "--for=condition=Established", "--timeout=60s",
             "crd/appwrappers.workload.codeflare.dev", "crd/quotasubtrees.quota.codeflare.dev",
             "crd/spokeclusters.cluster.codeflare.dev")
     return hub
-
-
-def _kubectl(path: Path, cluster: Cluster, *args: str, within: float = 60) -> str:
-    """kubectl, retried until it succeeds or ``within`` seconds pass: right after
-    ``up`` an apiserver that answers /readyz may still be finishing post-start work."""
-    deadline = time.monotonic() + within
-    while True:
-        proc = subprocess.run([str(path), "--kubeconfig", str(cluster.kubeconfig), *args],
-                              capture_output=True, text=True, check=False, timeout=60)
-        if proc.returncode == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
-    return proc.stdout
 
 
 # -- the controller ------------------------------------------------------------------------

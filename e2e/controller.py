@@ -17,15 +17,13 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from e2e.cluster.topology import free_ports
+from e2e.clusters import Cluster
 from e2e.waiting import wait_until
-
-if TYPE_CHECKING:
-    from e2e.conftest import Cluster
 
 REPO = Path(__file__).resolve().parents[1]
 AW = ("workload.codeflare.dev", "v1beta1", "appwrappers")

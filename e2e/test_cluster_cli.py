@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from mcad.cli.main import main
 
 SPOKES = ("cluster.codeflare.dev", "v1alpha1", "spokeclusters")

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 
 REPO = Path(__file__).resolve().parents[1]
 AW = ("workload.codeflare.dev", "v1beta1", "appwrappers")

@@ -21,7 +21,7 @@ from e2e.cluster.components import PERMIT_WAITING_SECONDS
 from e2e.cluster.launcher import down, up
 from e2e.cluster.supervisor import HOLD_BEFORE_READY_ENV
 from e2e.cluster.topology import TestbedSpec, pid_alive, read_state
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.waiting import holds_for, wait_until
 
 GPU = "nvidia.com/gpu"

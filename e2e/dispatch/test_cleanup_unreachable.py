@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.dispatch.conftest import (
     AW,
     ControllerProcess,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.dispatch.conftest import (
     AW,
     ControllerProcess,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import Cluster, _kubectl
+from e2e.clusters import Cluster, kubectl
 from e2e.dispatch.conftest import (
     ControllerProcess,
     condition,
@@ -52,7 +52,7 @@ async def test_a_deployment_whose_selector_matches_only_after_mcads_label_merge_
                          "PodsReady").get("status") == "True"
 
     await wait_until(ready, within=60, what="the Deployment's two pods to be ready")
-    names = _kubectl(kubectl_path, spoke, "get", "pods", "-n", aw_namespace,
+    names = kubectl(kubectl_path, spoke, "get", "pods", "-n", aw_namespace,
                      "-l", "resourceName=web,appwrapper.mcad.ibm.com=web,app=web",
                      "-o", "name").split()
     assert len(names) == 2, names
@@ -80,7 +80,7 @@ async def test_the_objects_label_wins_over_the_templates_so_the_selector_matches
 
     running = await wait_until(ready, within=60, what="the Deployment's replica to be ready")
     assert running["status"]["state"] == "Running"
-    names = _kubectl(kubectl_path, spoke, "get", "pods", "-n", aw_namespace,
+    names = kubectl(kubectl_path, spoke, "get", "pods", "-n", aw_namespace,
                      "-l", "app=trainer", "-o", "name").split()
     assert len(names) == 1, names
 
@@ -94,7 +94,7 @@ async def test_kubectl_finds_a_wrapped_jobs_pods_by_resource_name(
     spoke = clusters[running["status"]["clusterName"]]
 
     async def three_pods() -> list[str] | None:
-        out = _kubectl(kubectl_path, spoke, "get", "pods", "-n", aw_namespace,
+        out = kubectl(kubectl_path, spoke, "get", "pods", "-n", aw_namespace,
                        "-l", "resourceName=train", "-o", "name").split()
         return out if len(out) == 3 else None
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 import yaml
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import REPO
 from e2e.dispatch.conftest import ControllerProcess, create_aw, job_appwrapper, wait_state
 from e2e.waiting import wait_until

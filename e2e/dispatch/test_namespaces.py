@@ -19,7 +19,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import controller_with
 from e2e.dispatch.conftest import (
     AW,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import subtree
 from e2e.dispatch.conftest import (
     QST,

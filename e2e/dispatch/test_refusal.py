@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.dispatch.conftest import ControllerProcess, condition, create_aw, wait_state
 
 CLUSTER_ROLE = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.dispatch.conftest import (
     ControllerProcess,
     condition,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import Cluster, _kubectl
+from e2e.clusters import Cluster, kubectl
 from e2e.controller import QST, REPO, subtree
 from e2e.dispatch.conftest import (
     ControllerProcess,
@@ -136,6 +136,6 @@ async def test_a_quota_subtree_shows_what_its_nodes_use(
     assert status["summary"] == "team-a 16/16 gpu, team-b 0/8 gpu"
     valid = next(c for c in status["conditions"] if c["type"] == "Valid")
     assert valid["status"] == "True"
-    table = _kubectl(kubectl_path, hub, "get", "quotasubtrees", "-n", "kube-system",
+    table = kubectl(kubectl_path, hub, "get", "quotasubtrees", "-n", "kube-system",
                      "vis-teams")
     assert "team-a 16/16 gpu, team-b 0/8 gpu" in table

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from e2e.cluster import faults
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import ControllerProcess, controller_with  # noqa: F401
 from mcad.core.wrapping import UID_LABEL
 

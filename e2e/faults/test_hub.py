@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 from e2e.cluster import faults
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import ControllerProcess, create_aw, job_appwrapper, wait_state
 from e2e.faults.conftest import SPOKES, paused
 

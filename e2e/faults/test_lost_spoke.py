@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import (
     AW,
     SPOKE,

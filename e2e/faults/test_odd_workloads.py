@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import (
     AW,
     ControllerProcess,

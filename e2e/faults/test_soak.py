@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import ControllerProcess
 from e2e.soak import Soak, SoakPlan
 from mcad.gateway.connection import connect

@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.dispatch.conftest import (
     ControllerProcess,
     create_aw,

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import REPO, Cluster, _kubectl
+from e2e.clusters import Cluster, kubectl
+from e2e.controller import REPO
 from e2e.dispatch.conftest import (
     AW,
     ControllerProcess,
@@ -72,19 +73,19 @@ CAN_I = [
 ]
 
 
-def apply(kubectl: Path, hub: Cluster, path: str) -> str:
+def apply(kubectl_bin: Path, hub: Cluster, path: str) -> str:
     """``kubectl apply -k`` of a kustomization, then the manifests' webhook put aside.
 
     The test bed cannot route to Services (no kube-proxy): a webhook behind one would
     refuse every AppWrapper. Tests that want the webhook point it at an mcad of their own
     (e2e/security); the manifests' configuration is checked, then deleted.
     """
-    out = _kubectl(kubectl, hub, "apply", "-k", str(REPO / path))
-    webhook = yaml.safe_load(_kubectl(kubectl, hub, "get", "validatingwebhookconfiguration",
+    out = kubectl(kubectl_bin, hub, "apply", "-k", str(REPO / path))
+    webhook = yaml.safe_load(kubectl(kubectl_bin, hub, "get", "validatingwebhookconfiguration",
                                       "mcad", "-o", "yaml"))
     assert webhook["webhooks"][0]["clientConfig"]["service"]["name"] == "mcad-webhook"
     assert webhook["webhooks"][0]["failurePolicy"] == "Fail"
-    _kubectl(kubectl, hub, "delete", "validatingwebhookconfiguration", "mcad")
+    kubectl(kubectl_bin, hub, "delete", "validatingwebhookconfiguration", "mcad")
     return out
 
 
@@ -96,7 +97,7 @@ def installed(hub_crds: Cluster, kubectl_path: Path) -> Iterator[Cluster]:
     yield hub_crds
 
 
-def can_i(kubectl: Path, hub: Cluster, verb: str, resource: str,
+def can_i(kubectl_bin: Path, hub: Cluster, verb: str, resource: str,
           namespace: str | None) -> bool:
     scope = ["-n", namespace] if namespace else ["--all-namespaces"]
     resource, _, after = resource.partition("/")
@@ -104,7 +105,7 @@ def can_i(kubectl: Path, hub: Cluster, verb: str, resource: str,
         scope.append(f"--subresource={after}")
     elif after:
         resource = f"{resource}/{after}"
-    proc = subprocess.run([str(kubectl), "--kubeconfig", str(hub.kubeconfig), "auth", "can-i",
+    proc = subprocess.run([str(kubectl_bin), "--kubeconfig", str(hub.kubeconfig), "auth", "can-i",
                            verb, resource, "--as", SA, *scope],
                           capture_output=True, text=True, check=False, timeout=30)
     answer = proc.stdout.strip()
@@ -114,7 +115,7 @@ def can_i(kubectl: Path, hub: Cluster, verb: str, resource: str,
 
 def test_the_manifests_install_what_the_issue_lists(installed: Cluster,
                                                     kubectl_path: Path) -> None:
-    deployment = yaml.safe_load(_kubectl(kubectl_path, installed, "get", "deployment", "mcad",
+    deployment = yaml.safe_load(kubectl(kubectl_path, installed, "get", "deployment", "mcad",
                                          "-n", "mcad-system", "-o", "yaml"))
     spec = deployment["spec"]["template"]["spec"]
     (container,) = spec["containers"]
@@ -131,20 +132,20 @@ def test_the_manifests_install_what_the_issue_lists(installed: Cluster,
     assert container["resources"]["requests"] and container["resources"]["limits"]
     for kind, name in (("service", "mcad-metrics"), ("pdb", "mcad"), ("serviceaccount", "mcad"),
                        ("role", "mcad"), ("rolebinding", "mcad")):
-        _kubectl(kubectl_path, installed, "get", kind, name, "-n", "mcad-system")
-    config_maps = _kubectl(kubectl_path, installed, "get", "configmaps", "-n", "mcad-system",
+        kubectl(kubectl_path, installed, "get", kind, name, "-n", "mcad-system")
+    config_maps = kubectl(kubectl_path, installed, "get", "configmaps", "-n", "mcad-system",
                            "-o", "name")
     assert "configmap/mcad-config-" in config_maps
 
 
 async def test_the_pods_pass_the_restricted_pod_security_profile(
         installed: Cluster, kubectl_path: Path) -> None:
-    labels = yaml.safe_load(_kubectl(kubectl_path, installed, "get", "namespace",
+    labels = yaml.safe_load(kubectl(kubectl_path, installed, "get", "namespace",
                                      "mcad-system", "-o", "yaml"))["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
     async def two_pods() -> str:
-        out = _kubectl(kubectl_path, installed, "get", "pods", "-n", "mcad-system", "-l",
+        out = kubectl(kubectl_path, installed, "get", "pods", "-n", "mcad-system", "-l",
                        "app.kubernetes.io/name=mcad", "-o", "name")
         return out if len(out.split()) == 2 else ""
 
@@ -159,9 +160,9 @@ def test_the_service_account_may_do_exactly_what_mcad_needs(
     assert can_i(kubectl_path, installed, verb, resource, namespace) is allowed
 
 
-def service_account_kubeconfig(cluster: Cluster, kubectl: Path, path: Path) -> Path:
+def service_account_kubeconfig(cluster: Cluster, kubectl_bin: Path, path: Path) -> Path:
     """A kubeconfig for ServiceAccount mcad-system/mcad of ``cluster``, with a fresh token."""
-    token = _kubectl(kubectl, cluster, "create", "token", "mcad", "-n", "mcad-system",
+    token = kubectl(kubectl_bin, cluster, "create", "token", "mcad", "-n", "mcad-system",
                      "--duration=1h").strip()
     admin: dict[str, Any] = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     cluster = admin["clusters"][0]["cluster"]
@@ -201,7 +202,7 @@ async def test_the_local_overlay_lets_mcad_dispatch_to_the_hub_itself(
         clusters: dict[str, Cluster], aw_namespace: str, tmp_path: Path) -> None:
     out = apply(kubectl_path, installed, "manifests/overlays/local")
     assert "clusterrolebinding.rbac.authorization.k8s.io/mcad-local" in out
-    args = yaml.safe_load(_kubectl(kubectl_path, installed, "get", "deployment", "mcad", "-n",
+    args = yaml.safe_load(kubectl(kubectl_path, installed, "get", "deployment", "mcad", "-n",
                                    "mcad-system", "-o", "yaml"))["spec"]["template"]["spec"][
         "containers"][0]["args"]
     assert "--local" in args
@@ -233,7 +234,7 @@ async def test_the_local_overlay_lets_mcad_dispatch_to_the_hub_itself(
     finally:
         local.stop()
         # Back to the base's rights, for the tests that check them.
-        _kubectl(kubectl_path, installed, "delete", "clusterrolebinding", "mcad-local")
+        kubectl(kubectl_path, installed, "delete", "clusterrolebinding", "mcad-local")
         apply(kubectl_path, installed, "manifests")
         mcad.start()
 
@@ -254,7 +255,7 @@ async def test_a_spoke_registered_with_the_spoke_manifests_identity_runs_work(
         mcad: ControllerProcess, clusters: dict[str, Cluster], kubectl_path: Path,
         aw_namespace: str, tmp_path: Path, testbed: Any) -> None:
     spoke = clusters["spoke-2"]
-    _kubectl(kubectl_path, spoke, "apply", "-k", str(REPO / "manifests/spoke"))
+    kubectl(kubectl_path, spoke, "apply", "-k", str(REPO / "manifests/spoke"))
     kubeconfig = service_account_kubeconfig(spoke, kubectl_path, tmp_path / "spoke.kubeconfig")
     admin = next(c.kubeconfig for c in testbed.clusters if c.name == "spoke-2")
     hub = clusters["hub"]

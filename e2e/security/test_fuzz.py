@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import ControllerProcess
 from e2e.fuzzing import draw, send
 from e2e.security.test_security import webhook_controller

@@ -23,7 +23,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e.cluster.topology import free_ports
-from e2e.conftest import Cluster, _kubectl
+from e2e.clusters import Cluster, kubectl
 from e2e.controller import (
     AW,
     QST,
@@ -40,7 +40,7 @@ from e2e.waiting import holds_for, wait_until
 
 
 @contextlib.contextmanager
-def webhook_controller(mcad: ControllerProcess, kubectl: Path, hub: Cluster,
+def webhook_controller(mcad: ControllerProcess, kubectl_bin: Path, hub: Cluster,
                        tmp_path: Path) -> Iterator[ControllerProcess]:
     """mcad with its webhook registered at a loopback URL, instead of the session's."""
     port = free_ports(1)[0]
@@ -51,14 +51,14 @@ def webhook_controller(mcad: ControllerProcess, kubectl: Path, hub: Cluster,
     try:
         own.start()
         deadline = time.monotonic() + 60
-        while "caBundle" not in _kubectl(kubectl, hub, "get", "validatingwebhookconfiguration",
+        while "caBundle" not in kubectl(kubectl_bin, hub, "get", "validatingwebhookconfiguration",
                                          "-o", "yaml"):
             assert time.monotonic() < deadline, "mcad did not register its webhook"
             time.sleep(0.2)
         yield own
     finally:
         own.stop()
-        _kubectl(kubectl, hub, "delete", "validatingwebhookconfiguration", "mcad",
+        kubectl(kubectl_bin, hub, "delete", "validatingwebhookconfiguration", "mcad",
                  "--ignore-not-found")
         mcad.start()
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import QST, ControllerProcess, get_aw, subtree
 from e2e.waiting import wait_until
 

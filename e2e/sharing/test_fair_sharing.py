@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import ControllerProcess, controller_with, create_aw, job_appwrapper
 from e2e.sharing.conftest import TREE, events_for, status_of
 from e2e.waiting import wait_until
