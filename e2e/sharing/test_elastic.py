@@ -6,9 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.controller import (
     AW,
     ControllerProcess,
@@ -81,11 +79,7 @@ async def test_an_elastic_appwrapper_starts_small_grows_and_shrinks_instead_of_e
         # A higher-priority gang needs 16 GPUs: the elastic one shrinks, is not evicted.
         await create_aw(hub, ns, job_appwrapper("urgent", pods=2, gpus=8, runtime=None,
                                                 priority=100, scheduling=ON_SPOKE_1))
-        try:
-            shrunk = await wait_until(lambda: size(2), within=60, what="the elastic one at 2")
-        except AssertionError as err:  # seen in 2 of 7 runs on 2026-11-23: under repair
-            pytest.xfail(f"known race: the shrink for a gang arriving right after growth "
-                         f"did not happen ({err})")
+        shrunk = await wait_until(lambda: size(2), within=60, what="the elastic one at 2")
 
         async def urgent_ready() -> bool:
             return condition(await get_aw(hub, ns, "urgent"), "PodsReady").get("status") \
@@ -97,3 +91,12 @@ async def test_an_elastic_appwrapper_starts_small_grows_and_shrinks_instead_of_e
         assert final["status"].get("numberOfRequeueings", 0) == 0
         shrinks = [m for r, m in await events_for(hub, ns, "elastic") if r == "Shrunk"]
         assert shrinks and f"{ns}/urgent" in shrinks[0]
+        # Never grown back into the urgent gang's room while it shrank (issue 19): one
+        # shrink (an Event's count says how often it happened), and no Grown after it.
+        listed = (await hub.core.list_namespaced_event(
+            ns, field_selector="involvedObject.name=elastic")).items
+        shrunk_events = [e for e in listed if e.reason == "Shrunk"]
+        assert sum(e.count or 1 for e in shrunk_events) == 1, shrunk_events
+        shrunk_at = shrunk_events[0].first_timestamp
+        regrown = [e for e in listed if e.reason == "Grown" and e.last_timestamp >= shrunk_at]
+        assert regrown == [], regrown
