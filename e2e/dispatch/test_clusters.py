@@ -3,13 +3,14 @@ kubeconfigs, and single-cluster mode (the hub itself as the only cluster)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from e2e.conftest import Cluster
+from e2e.clusters import Cluster
 from e2e.dispatch.conftest import (
     NAMESPACE,
     SPOKE,
@@ -135,3 +136,30 @@ async def test_single_cluster_mode_runs_appwrappers_on_the_hub(
         await wait_until(gone, within=60, what="on-hub to be cleaned up")
         assert await mcad_cli(*["cluster", "unregister", "local",
                           "--hub-kubeconfig", hub_kubeconfig]) == 0
+
+
+async def test_a_rotated_kubeconfig_rebuilds_the_link_and_running_work_still_completes(
+    mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str, testbed: Any,
+    tmp_path: Path
+) -> None:
+    """The Secret of a spoke with work running on it is replaced (a rotated kubeconfig,
+    here the same credentials in a new file): the controller builds a new link to the
+    spoke, which must follow the Job already running there, so the AppWrapper completes
+    and gives its quota back instead of staying Running forever (issue 19)."""
+    hub = clusters["hub"]
+    kubeconfigs = {c.name: c.kubeconfig for c in testbed.clusters}
+    body = job_appwrapper("long", pods=1, gpus=1, runtime="8s", scheduling={
+        "clusterScheduling": {"clusters": [{"name": "spoke-1"}]}})
+    await create_aw(hub, aw_namespace, body)
+    await wait_state(hub, aw_namespace, "long", "Running", within=30)
+    rotated = tmp_path / "spoke-1-rotated.kubeconfig"
+    original = await asyncio.to_thread(Path(kubeconfigs["spoke-1"]).read_text)
+    await asyncio.to_thread(rotated.write_text, original + "\n# rotated\n")
+    secret_before = await hub.core.read_namespaced_secret("spoke-1-kubeconfig", NAMESPACE)
+    assert await mcad_cli("cluster", "register", "spoke-1", "--kubeconfig", str(rotated),
+                          "--label", "zone=east", "--hub-kubeconfig", kubeconfigs["hub"]) == 0
+    secret_after = await hub.core.read_namespaced_secret("spoke-1-kubeconfig", NAMESPACE)
+    assert secret_after.data != secret_before.data  # a new Secret: the link is rebuilt
+    done = await wait_state(hub, aw_namespace, "long", "Completed", "Failed", within=60)
+    assert done["status"]["state"] == "Completed", done["status"]
+    assert done["status"].get("numberOfRequeueings", 0) == 0
