@@ -60,6 +60,18 @@ async def test_mcad_v1_appwrapper_is_accepted(hub_crds: Cluster, namespace: str,
             [i["generictemplate"] for i in doc["spec"]["resources"]["GenericItems"]]
 
 
+async def test_an_mcad_appwrapper_has_no_state_until_the_controller_looks(
+        hub_crds: Cluster, namespace: str) -> None:
+    """As under MCAD's CRD: status is a subresource, so a status sent with the object is
+    dropped, and nothing defaults one; the state stays empty until a controller writes."""
+    (doc,) = fixture("aw-job-quota.yaml")
+    doc["metadata"]["namespace"] = namespace
+    doc["status"] = {"state": "Running", "canrun": True, "numberOfRequeueings": 3}
+    created = await hub_crds.custom.create_namespaced_custom_object(
+        *AW[:2], namespace, AW[2], doc)
+    assert "status" not in created, created.get("status")
+
+
 async def test_requeuing_defaults_are_applied(hub_crds: Cluster, namespace: str) -> None:
     doc = {"apiVersion": "workload.codeflare.dev/v1beta1", "kind": "AppWrapper",
            "metadata": {"name": "defaults"},

@@ -1,15 +1,20 @@
 """What MCAD's own users and tests rely on, tried as they would: MCAD's labels on
 objects and pods (``resourceName``, the object's labels merged into its pod template),
 a permanent creation error ending in Failed with the API server's sentence and nothing
-left behind."""
+left behind, and a queued AppWrapper that is Pending, says when the controller first saw
+it, and goes at once when deleted."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from kubernetes_asyncio.client.exceptions import ApiException
+
 from e2e.clusters import Cluster, kubectl
 from e2e.dispatch.conftest import (
+    AW,
     ControllerProcess,
     condition,
     create_aw,
@@ -131,3 +136,28 @@ async def test_an_object_the_api_server_rejects_fails_the_appwrapper_and_leaves_
 
     await wait_until(nothing_left, within=15, what="the ConfigMap created first to be removed")
     await holds_for(nothing_left, seconds=3, what="nothing to be created again")
+
+
+async def test_a_queued_mcad_appwrapper_is_pending_and_deleted_at_once(
+        mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str) -> None:
+    """A gang no node can hold (9 GPUs a pod, 8 a node) waits: state Pending and
+    controllerfirsttimestamp, as MCAD writes them; deleted while queued, it is gone at
+    once, as under MCAD, since nothing was created for it (no finalizer yet)."""
+    hub = clusters["hub"]
+    await create_aw(hub, aw_namespace, job_appwrapper("too-big", pods=1, gpus=9, runtime=None))
+    pending = await wait_state(hub, aw_namespace, "too-big", "Pending", within=30)
+    first_seen = datetime.fromisoformat(pending["status"]["controllerfirsttimestamp"])
+    created = datetime.fromisoformat(pending["metadata"]["creationTimestamp"])
+    assert created - timedelta(seconds=1) <= first_seen <= datetime.now(UTC)
+    assert condition(pending, "Queued")["status"] == "True"
+    assert not pending["metadata"].get("finalizers")
+    await hub.custom.delete_namespaced_custom_object(*AW[:2], aw_namespace, AW[2], "too-big")
+
+    async def gone() -> bool:
+        try:
+            await get_aw(hub, aw_namespace, "too-big")
+        except ApiException as err:
+            return err.status == 404
+        return False
+
+    await wait_until(gone, within=3, what="the queued AppWrapper to be gone")

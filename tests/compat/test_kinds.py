@@ -93,3 +93,16 @@ def test_the_states_are_mcads() -> None:
     assert set(state["enum"]) == MCAD_STATES | {""}
     for value in sorted(MCAD_STATES):
         assert AppWrapperStatus.model_validate({"state": value}).state == value
+
+
+def test_a_policy_result_is_kept_and_named_as_doing_nothing() -> None:
+    """No MCAD release declares clusterScheduling.policyResult (newer MCAD's CRD has no
+    clusterScheduling at all, so the API server drops it); mcad keeps it and says so."""
+    (doc,) = documents("aw-cluster-scheduling.yaml")
+    doc["spec"]["schedulingSpec"]["clusterScheduling"]["policyResult"] = {
+        "targetCluster": {"name": "helloworld"}}
+    parsed = parse_object(doc)
+    assert parsed.problems == ()
+    assert "spec.schedulingSpec.clusterScheduling.policyResult: accepted for MCAD " \
+           "compatibility and not acted on (the chosen cluster is status.clusterName)" \
+           in parsed.notes
