@@ -94,6 +94,5 @@ def entry_of(doc: Wire, *, created_s: float = 0, running_on: str | None = None,
     if running_on is not None:
         obj["status"].update({"state": "Running", "clusterName": running_on,
                               "dispatchTimestamp": EPOCH.strftime("%Y-%m-%dT%H:%M:%SZ")})
-    record = AppWrapperRecord(obj={})
-    assert record.update(obj)
+    record = AppWrapperRecord.of(obj)
     return record.core_entry(RunConfig())

@@ -36,8 +36,7 @@ AW_FIXTURES = sorted(p.name for p in FIXTURES.glob("aw-*.yaml"))
 
 
 def record(doc: Wire) -> AppWrapperRecord:
-    rec = AppWrapperRecord(obj={})
-    assert rec.update(copy.deepcopy(doc))
+    rec = AppWrapperRecord.of(copy.deepcopy(doc))
     return rec
 
 
