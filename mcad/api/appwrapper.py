@@ -73,7 +73,8 @@ class RequeuingSpec(WireModel):
     forceful_deletion_after_seconds: int | None = Field(
         None, alias="forcefulDeletionAfterSeconds", ge=0
     )
-    """MCAD v1 name; accepted and ignored (see forceDeletionTimeInSeconds)."""
+    """Not in any MCAD release (an unmerged MCAD proposal used this name); accepted and
+    ignored: mcad's setting is forceDeletionTimeInSeconds."""
 
 
 class ClusterReference(WireModel):

@@ -55,7 +55,8 @@ class Child(WireModel):
     path: str = ""
     """MCAD v1 field; accepted and ignored."""
     share: int | None = None
-    """MCAD v1 (quota.codeflare.dev/v1) field; accepted and ignored."""
+    """Accepted and ignored (found in some QuotaSubtrees written for MCAD, which never
+    read it either)."""
 
 
 class QuotaSubtreeSpec(WireModel):

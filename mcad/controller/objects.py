@@ -35,6 +35,7 @@ from mcad.core.elastic import merged, resized_manifest
 from mcad.core.wrapping import (
     Refusal,
     WrappedObject,
+    for_remote_spoke,
     is_ours,
     owned_by,
     system_namespace,
@@ -147,7 +148,7 @@ class ObjectManager:
             for wrapped, ref in resolved:
                 link.watch_kind(ref)
                 manifest = owned_by(wrapped.manifest, name=rec.name, uid=rec.uid) \
-                    if link.local else wrapped.manifest
+                    if link.local else for_remote_spoke(wrapped.manifest)
                 pods = rec.admitted_pods()
                 change = None if pods is None else resized_manifest(
                     wrapped.kind, wrapped.api_version, manifest, pods)

@@ -55,7 +55,7 @@ used when its item gives no ``completionstatus``: a Job is done when *it* says C
 not when the pods present at some moment have succeeded (between waves of a Job with
 completions > parallelism, or after a failed pod was replaced, the pods mislead)."""
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
-                  "deletionGracePeriodSeconds", "managedFields", "ownerReferences",
+                  "deletionGracePeriodSeconds", "managedFields",
                   "generation", "selfLink")
 
 
@@ -217,14 +217,28 @@ def _pod_templates(node: Any) -> Iterator[dict[str, Any]]:
 
 
 def owned_by(manifest: Mapping[str, Any], *, name: str, uid: str) -> dict[str, Any]:
-    """``manifest`` with a controller ownerReference to the AppWrapper ``name``/``uid``,
-    as MCAD sets in single-cluster mode: the garbage collector then removes what an
-    AppWrapper made even if its finalizer were removed by hand."""
+    """``manifest`` with a controller ownerReference to the AppWrapper ``name``/``uid``
+    appended to any the template has, as MCAD sets in single-cluster mode: the garbage
+    collector then removes what an AppWrapper made even if its finalizer were removed
+    by hand."""
     out = copy.deepcopy(dict(manifest))
     meta = out.setdefault("metadata", {})
     meta["ownerReferences"] = [*(meta.get("ownerReferences") or []), {
         "apiVersion": APPWRAPPER_API_VERSION, "kind": "AppWrapper", "name": name,
         "uid": uid, "controller": True, "blockOwnerDeletion": True}]
+    return out
+
+
+def for_remote_spoke(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """``manifest`` as created on a spoke other than the hub: without ownerReferences.
+    An owner named in the template lives on the hub (Kubernetes cannot own across
+    clusters), and a spoke's garbage collector deletes an object whose owner it cannot
+    find; the uid label and the AppWrapper's finalizer do that job there."""
+    meta = manifest.get("metadata") or {}
+    if "ownerReferences" not in meta:
+        return dict(manifest)
+    out = dict(manifest)
+    out["metadata"] = {k: v for k, v in meta.items() if k != "ownerReferences"}
     return out
 
 

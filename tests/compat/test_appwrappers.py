@@ -27,7 +27,7 @@ from mcad.controller.records import AppWrapperRecord
 from mcad.core.progress import Completed, ItemState, KeepRunning, Progress, count_pods, progress
 from mcad.core.requeue import Fail, Requeue, readiness_timeout
 from mcad.core.resources import ResourceList
-from mcad.core.wrapping import WrappedObject, owned_by, wrapped_objects
+from mcad.core.wrapping import WrappedObject, for_remote_spoke, owned_by, wrapped_objects
 from tests.compat.mcad_yaml import FIXTURES, Wire, entry_of, fixture
 
 R = ResourceList.of
@@ -119,14 +119,15 @@ def test_in_single_cluster_mode_each_object_gets_mcads_controller_reference() ->
     assert owned["metadata"]["ownerReferences"] == [{
         "apiVersion": "workload.codeflare.dev/v1beta1", "kind": "AppWrapper",
         "name": "my-job-1", "uid": "uid-1", "controller": True, "blockOwnerDeletion": True}]
-    # Where mcad differs: ownerReferences written in the template are dropped (MCAD
-    # appended its reference to them). docs/mcad-compatibility.md says so.
+    # As SyncQueueJob: appended to the ownerReferences the template writes.
     job = doc["spec"]["resources"]["GenericItems"][0]["generictemplate"]
     job["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap",
                                            "name": "cm", "uid": "cm-1"}]
     (again,) = plan(doc, namespace="test")
     assert [r["kind"] for r in owned_by(again.manifest, name="my-job-1", uid="uid-1")
-            ["metadata"]["ownerReferences"]] == ["AppWrapper"]
+            ["metadata"]["ownerReferences"]] == ["ConfigMap", "AppWrapper"]
+    # On a remote spoke none: its owner lives on the hub, where the spoke cannot see it.
+    assert "ownerReferences" not in for_remote_spoke(again.manifest)["metadata"]
 
 
 # -- demand (section 6) --------------------------------------------------------------------
