@@ -324,9 +324,12 @@ class AppWrapperRecord:
 
     @property
     def cluster(self) -> str:
-        """Where the AppWrapper is dispatched ('' while queued)."""
-        if self.observed.dispatched:
-            return str(self.status.get("clusterName", ""))
+        """Where the AppWrapper's objects are: the hub's ``clusterName`` (also once it
+        completed or failed: its objects stay there until it is deleted), else an
+        assumed dispatch's cluster; '' while queued."""
+        recorded = str(self.status.get("clusterName", ""))
+        if recorded:
+            return recorded
         order = self.live_dispatch()
         return order.cluster if order is not None else ""
 

@@ -239,6 +239,23 @@ async def test_deletion_removes_the_job_then_the_finalizer(world: World) -> None
     assert world.jobs.deleted == ["train"]
 
 
+async def test_deleting_a_completed_appwrapper_removes_its_job_too(world: World) -> None:
+    """A completed run holds no quota but its objects stay on its cluster until the
+    AppWrapper is deleted: deletion must still find them there."""
+    world.hub.add(job_appwrapper("train"))
+    await dispatched(world)
+    world.jobs.set_conditions("train", Complete="True")
+    await world.until("completed", lambda: world.status()["state"] == "Completed")
+    aw = world.aw()
+    aw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    aw["metadata"]["resourceVersion"] = str(next(world.hub.versions))
+    world.hub.transport.live[AW_PATH].event("MODIFIED", aw)
+    await world.until("finalizer removed",
+                      lambda: "workload.codeflare.dev/finalizer" not in
+                      (world.aw()["metadata"].get("finalizers") or []))
+    assert world.jobs.deleted == ["train"]
+
+
 async def test_a_spoke_lost_for_spoke_lost_seconds_records_leftovers_and_requeues() -> None:
     async for w in world_with(RunConfig(spoke_lost_seconds=30)):
         w.hub.add(job_appwrapper("train"))
