@@ -3,7 +3,10 @@
 Both run inside the AppWrapper's reconcile (one at a time per AppWrapper), carrying
 out the dispatcher's orders, and record what they did in the record's ``Progress``:
 
-- ``persist_dispatch``: finalizer, then the decision in the status with its run
+- ``hold_finalizer``: the finalizer, when a queued AppWrapper is first seen (so the
+  dispatch itself is one status write and the objects' creation);
+- ``persist_dispatch``: the finalizer if it is not on yet, then the decision in the
+  status with its run
   (``status.runId``), written *conditionally on the resourceVersion* (a stale decision
   fails instead of winning). A Conflict is not taken at its word: the request may have
   been retried after a time-out whose first attempt was committed, so the object is
@@ -119,6 +122,11 @@ class Admission:
         metrics.observe_queue_wait(max(0.0, (now - since).total_seconds()))
         self.writer.event(rec, reason="Dispatched", message=message)
         return Write.DONE
+
+    async def hold_finalizer(self, rec: AppWrapperRecord) -> None:
+        """Put mcad's finalizer on a queued AppWrapper (once; a Conflict is retried at
+        its next reconcile, or by the dispatch's own check)."""
+        await self.writer.set_finalizer(rec, present=True)
 
     async def write_pending(self, rec: AppWrapperRecord, now: datetime) -> float | None:
         """Write the latest pending reason; seconds until a coalesced write is due."""
