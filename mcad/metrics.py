@@ -109,6 +109,10 @@ _task_restarts = Counter(
 _reconcile_errors = Counter(
     "mcad_reconcile_errors_total", "Reconciles that failed and were retried after a backoff, "
     "by work queue.", ["queue"], registry=REGISTRY)
+_lease_renewal = Histogram(
+    "mcad_lease_renewal_seconds", "How late each renewal of the leader's Lease was confirmed: "
+    "from when it was due to the API server's answer (past 10 s the Lease is lost).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0), registry=REGISTRY)
 _events_dropped = Counter(
     "mcad_events_dropped_total", "Kubernetes Events not recorded because the sender's queue "
     "was full (the hub is slow to take them).", registry=REGISTRY)
@@ -231,6 +235,11 @@ def count_task_restart(task: str) -> None:
 def count_reconcile_error(queue: str) -> None:
     """A reconcile taken from work queue ``queue`` failed and will be retried."""
     _reconcile_errors.labels(queue=queue).inc()
+
+
+def observe_lease_renewal(seconds: float) -> None:
+    """A renewal of the leader's Lease was confirmed ``seconds`` after it was due."""
+    _lease_renewal.observe(seconds)
 
 
 def count_event_dropped() -> None:

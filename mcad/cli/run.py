@@ -160,8 +160,9 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
     # writes (with 10,000 dispatches queued the leader lost its Lease twice a minute).
     lease_hub = await _connect_hub(kubeconfig, "hub") if args.leader_elect else None
     elector = LeaderElector(lease_hub, namespace=config.namespace,
-                            identity=default_identity(),
-                            timings=Timings()) if lease_hub is not None else None
+                            identity=default_identity(), timings=Timings(),
+                            renewer=lambda: _connect_hub(kubeconfig, "hub-lease"),
+                            ) if lease_hub is not None else None
     current: list[Controller] = []
     registration = _registration(args)
     webhook = WebhookServer(hub=hub, config=config, address=args.webhook_address) \

@@ -16,18 +16,30 @@ serve /healthz, /readyz and /metrics and write nothing. The rules (client-go's
 - ``release()`` (on SIGTERM) empties the holder, so a rolling update hands over in
   one ``retry_period`` rather than a whole ``lease_duration``.
 
-Time comes from an injected monotonic clock; the Lease's own timestamps are written for
-people (``kubectl get lease``), never trusted for decisions.
+Renewals are never starved by the controller's load: given a ``renewer`` (a way to
+open a connection), the leader renews from a thread of its own, with its own event loop
+and connection, so neither a long dispatch cycle, nor thousands of reconcilers' answers
+queued on the controller's loop, nor a busy connection pool can delay a renewal (with
+10,000 AppWrappers queued the leader once lost its Lease twice a minute). Every
+renewal's delay (from when it was due to when the API server confirmed it) goes to
+``mcad_lease_renewal_seconds``.
+
+Time comes from an injected monotonic clock (``time.monotonic``, read from both
+threads, unless a test gives another); the Lease's own timestamps are written for people
+(``kubectl get lease``), never trusted for decisions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
+import threading
+import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -69,14 +81,17 @@ class LeaderElector:
 
     def __init__(self, conn: Connection, *, namespace: str, identity: str,
                  name: str = LEASE_NAME, timings: Timings = Timings(),
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 renewer: Callable[[], Awaitable[Connection]] | None = None) -> None:
         self.conn = conn
         self.namespace = namespace
         self.name = name
         self.identity = identity
         self.timings = timings
-        self.clock = clock or (lambda: asyncio.get_running_loop().time())
-        """Monotonic seconds (the event loop's clock unless a test gives another)."""
+        self.clock = clock or time.monotonic
+        """Monotonic seconds, readable from any thread (tests give the loop's clock)."""
+        self.renewer = renewer
+        """Opens the renewal thread's own connection; None: renew on the caller's loop."""
         self.leading = False
         self.holder = ""
         """Who holds the Lease, as last seen."""
@@ -106,7 +121,9 @@ class LeaderElector:
             metrics.report_leader(True)
             try:
                 async with asyncio.TaskGroup() as group:
-                    group.create_task(self._keep(), name="lease renewal")
+                    group.create_task(self._keep() if self.renewer is None
+                                      else self._keep_in_thread(self.renewer),
+                                      name="lease renewal")
                     group.create_task(lead(), name="leader work")
             except* LeadershipLost:
                 log.error("lost the leadership: the Lease %s/%s was not renewed within %.0fs; "
@@ -127,23 +144,82 @@ class LeaderElector:
                 logged = self.holder
             await asyncio.sleep(self.timings.retry_period)
 
-    async def _keep(self) -> None:
-        """Renew every retry period; raise ``LeadershipLost`` past the renew deadline."""
+    async def _keep(self, conn: Connection | None = None,
+                    stop: asyncio.Event | None = None) -> None:
+        """Renew every retry period (on ``conn``: the renewal thread's own); raise
+        ``LeadershipLost`` past the renew deadline; return when ``stop`` is set."""
         while True:
-            await asyncio.sleep(self.timings.retry_period)
+            due = self._renewed_at + self.timings.retry_period
+            if stop is None:
+                await asyncio.sleep(max(0.0, due - self.clock()))
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), max(0.0, due - self.clock()))
+                if stop.is_set():
+                    return
             deadline = self._renewed_at + self.timings.renew_deadline
-            while not await self._try_acquire_or_renew():
+            while not await self._try_acquire_or_renew(conn):
                 if self.clock() >= deadline:
                     self.leading = False
                     raise LeadershipLost()
                 await asyncio.sleep(min(self.timings.retry_period,
                                         max(0.0, deadline - self.clock())))
+            metrics.observe_lease_renewal(max(0.0, self.clock() - due))
 
-    async def _try_acquire_or_renew(self) -> bool:
+    async def _keep_in_thread(self, renewer: Callable[[], Awaitable[Connection]]) -> None:
+        """``_keep`` on a thread with its own event loop and connection; this task only
+        waits for it, and raises ``LeadershipLost`` when the thread does."""
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[BaseException | None] = loop.create_future()
+        started = threading.Event()
+        box: dict[str, Any] = {}
+
+        def report(outcome: BaseException | None) -> None:
+            if not ended.done():
+                ended.set_result(outcome)
+
+        async def in_thread() -> None:
+            box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
+            started.set()
+            conn = await renewer()
+            try:
+                await self._keep(conn, box["stop"])
+            finally:
+                await conn.close()
+
+        def main() -> None:
+            outcome: BaseException | None = None
+            try:
+                asyncio.run(in_thread())
+            except BaseException as err:  # carried to the controller's loop
+                outcome = err
+            started.set()
+            with contextlib.suppress(RuntimeError):  # the controller's loop is gone too
+                loop.call_soon_threadsafe(report, outcome)
+
+        thread = threading.Thread(target=main, name="lease renewal", daemon=True)
+        thread.start()
+        try:
+            outcome = await ended
+        finally:
+            # However this task ends (the thread ended, or the leader's work did and this
+            # task is cancelled), the thread is stopped and joined: no renewal outlives
+            # the term. (A cancelled wait also cancels ``ended``, so it is not consulted.)
+            await asyncio.to_thread(started.wait)
+            if "loop" in box:
+                with contextlib.suppress(RuntimeError):  # its loop has ended already
+                    box["loop"].call_soon_threadsafe(box["stop"].set)
+            await asyncio.to_thread(thread.join)
+        if isinstance(outcome, LeadershipLost):
+            raise LeadershipLost() from None
+        if outcome is not None:
+            raise outcome
+
+    async def _try_acquire_or_renew(self, conn: Connection | None = None) -> bool:
         started = self.clock()
         now = datetime.now(UTC)
         try:
-            lease = await self._request("GET")
+            lease = await self._request("GET", conn=conn)
         except NotFound:
             lease = None
         except ApiError as err:
@@ -152,7 +228,7 @@ class LeaderElector:
         if lease is None:
             body = self._lease_body({}, now, transitions=0, acquired=now)
             try:
-                await self._request("POST", body)
+                await self._request("POST", body, conn=conn)
             except (AlreadyExists, Conflict):
                 return False
             except ApiError as err:
@@ -174,7 +250,7 @@ class LeaderElector:
         body = self._lease_body(lease.get("metadata") or {}, now, transitions=transitions,
                                 acquired=acquired or now)
         try:
-            await self._request("PUT", body)
+            await self._request("PUT", body, conn=conn)
         except ApiError as err:
             log.debug("renewing the Lease failed: %s", err)
             return False
@@ -224,17 +300,18 @@ class LeaderElector:
         finally:
             metrics.report_leader(False)
 
-    async def _request(self, method: str, body: dict[str, Any] | None = None
-                       ) -> dict[str, Any]:
+    async def _request(self, method: str, body: dict[str, Any] | None = None, *,
+                       conn: Connection | None = None) -> dict[str, Any]:
+        conn = conn or self.conn
         if method == "GET":
-            return await verbs.get(self.conn, LEASES, self.name, namespace=self.namespace,
+            return await verbs.get(conn, LEASES, self.name, namespace=self.namespace,
                                    timeout=LEASE_REQUEST_TIMEOUT_S, attempts=1,
                                    fenced=False)
         if method == "POST":
             assert body is not None
-            return await verbs.create(self.conn, LEASES, body, namespace=self.namespace,
+            return await verbs.create(conn, LEASES, body, namespace=self.namespace,
                                       timeout=LEASE_REQUEST_TIMEOUT_S, attempts=1,
-                                   fenced=False)
+                                      fenced=False)
         assert body is not None
-        return await verbs.replace(self.conn, LEASES, body, timeout=LEASE_REQUEST_TIMEOUT_S,
+        return await verbs.replace(conn, LEASES, body, timeout=LEASE_REQUEST_TIMEOUT_S,
                                    attempts=1, fenced=False)

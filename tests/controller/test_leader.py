@@ -68,8 +68,10 @@ class LeaseSlot:
 
 
 def elector(hub: ScriptedTransport, identity: str) -> LeaderElector:
+    """An elector on the test's loop clock (looptime), renewing on the test's loop."""
     return LeaderElector(hub.connection("hub", attempts=1), namespace="mcad-system",
-                         identity=identity, timings=Timings())
+                         identity=identity, timings=Timings(),
+                         clock=lambda: asyncio.get_running_loop().time())
 
 
 async def campaign(who: LeaderElector, terms: list[tuple[str, float]]) -> asyncio.Task[None]:
