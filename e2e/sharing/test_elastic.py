@@ -99,4 +99,5 @@ async def test_an_elastic_appwrapper_starts_small_grows_and_shrinks_instead_of_e
         assert sum(e.count or 1 for e in shrunk_events) == 1, shrunk_events
         shrunk_at = shrunk_events[0].first_timestamp
         regrown = [e for e in listed if e.reason == "Grown" and e.last_timestamp >= shrunk_at]
-        assert regrown == [], regrown
+        assert regrown == [], [(e.reason, e.message, e.first_timestamp, e.last_timestamp,
+                                e.count) for e in listed]

@@ -43,8 +43,8 @@ async def list_all(conn: Connection, ref: ResourceRef, *, namespace: str | None 
 
 async def create(conn: Connection, ref: ResourceRef, obj: Obj, *,
                  namespace: str | None = None, **options: Any) -> Obj:
-    meta = obj.get("metadata") or {}
-    if meta.get("generateName") and not meta.get("name"):
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and meta.get("generateName") and not meta.get("name"):
         options.setdefault("attempts", 1)  # a retry would create a second object
     return await conn.request("POST", ref.path(namespace=namespace), body=obj, **options)
 
