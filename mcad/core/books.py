@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from mcad.core.backfill import BackfillPolicy
 from mcad.core.capacity import AppWrapperKey, ClusterName
-from mcad.core.demand import Demand
+from mcad.core.demand import Demand, PodSet
 from mcad.core.fairness import FairOrder
 from mcad.core.headofline import HeadOfLine
 from mcad.core.placement import ClusterBoard, Placement, fit_gang
@@ -106,8 +106,8 @@ class CycleBooks:
         self._assignments: dict[object, QuotaAssignment | QuotaProblem] = {}
         self.quota_misfits: dict[tuple[int, ResourceList], Blocked] = {}
         """(the assignment's id, the demand's total) -> why it did not fit."""
-        self.capacity_misfits: dict[tuple[object, ...], Blocked] = {}
-        """(pod shapes, candidate clusters) -> why it did not fit."""
+        self.capacity_misfits: dict[tuple[object, ...], tuple[tuple[PodSet, ...], Blocked]] = {}
+        """(pod shapes, candidate clusters) -> the pod sets it was told of, why it did not fit."""
 
     # -- reading ------------------------------------------------------------------------
     def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:

@@ -48,11 +48,13 @@ AppWrapper's bound pods in ``held_by``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mcad.core import elastic, preemptor
 from mcad.core.books import CycleBooks, Turn
 from mcad.core.demand import Demand
 from mcad.core.fairness import FairOrder
-from mcad.core.placement import EVERY_CLUSTER, Placement
+from mcad.core.placement import EVERY_CLUSTER, Placement, retell
 from mcad.core.plans import PreemptionPlan
 from mcad.core.quota import QuotaAssignment, QuotaProblem
 from mcad.core.quotagate import QuotaAnswer, check_quota
@@ -215,8 +217,12 @@ def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
     """Its nodes (charged to the board), or None when its outcome was given instead."""
     shape = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
                    for s in demand.pod_sets), candidates)
-    blocked = books.capacity_misfits.get(shape)
-    if blocked is None:
+    cached = books.capacity_misfits.get(shape)
+    if cached is not None:
+        told, blocked = cached
+        if told is not demand.pod_sets:
+            blocked = replace(blocked, message=retell(blocked.message, told, demand.pod_sets))
+    else:
         placement = books.board.place(demand, books.line.open(candidates),
                                       policy=books.policy.placement, avoid=entry.avoid_cluster)
         if isinstance(placement, Placement):
@@ -228,7 +234,7 @@ def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
             blocked = Blocked(PendingReason.INSUFFICIENT_CAPACITY,
                               f"{placement.message}; {NEVER_FITS_ROOM}" if never
                               else placement.message, could_run=not never)
-        books.capacity_misfits[shape] = blocked
+        books.capacity_misfits[shape] = (demand.pod_sets, blocked)
     short_of_room = blocked.reason == PendingReason.INSUFFICIENT_CAPACITY
     if entry.elastic_min is not None and short_of_room and \
             _start_small(books, entry, demand, assignment, candidates):

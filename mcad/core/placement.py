@@ -212,8 +212,26 @@ def gang_fits(pool: NodePool, demand: Demand) -> bool:
     return True
 
 
+def pod_of(pod_set: PodSet) -> str:
+    """How a misfit message names one of ``pod_set``'s pods (``retell`` relies on it)."""
+    return f"a pod of {pod_set.source or 'the AppWrapper'}"
+
+
+def retell(message: str, told: Sequence[PodSet], to: Sequence[PodSet]) -> str:
+    """``message``, written about ``told``'s pods, said of ``to``'s pod sets of the same
+    shapes (their sources are their own wrapped objects' names).
+
+    The cycle caches a misfit per pod shape; an AppWrapper answered from the cache must
+    not be told about another AppWrapper's Job.
+    """
+    for was, now in zip(told, to, strict=True):
+        if was.source != now.source:
+            message = message.replace(pod_of(was), pod_of(now))
+    return message
+
+
 def _why_not(pool: NodePool, pod_set: PodSet, placed: int) -> str:
-    what = f"a pod of {pod_set.source or 'the AppWrapper'}"
+    what = pod_of(pod_set)
     progress = f" ({placed} of its {pod_set.count} pods fit)" if placed else ""
     accepting = pool.accepting(pod_set)
     if not accepting:

@@ -12,7 +12,7 @@ from mcad.core.cycle import CycleResult, Snapshot, dispatch_cycle
 from mcad.core.quota import QuotaForest
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_forest, make_tree
-from tests.builders.snapshots import SnapshotBuilder, at, make_entry, make_snapshot
+from tests.builders.snapshots import SnapshotBuilder, at, demand_of, make_entry, make_snapshot
 
 
 def gold_silver(*, root: int = 16, gold: int = 8, silver: int = 8,
@@ -43,6 +43,25 @@ CASES = [
         snapshot=lambda: one_spoke().quota(gold_silver()).add(
             make_entry("a").job(pods=2, gpu=4).labels(quota_context="gold")).obj(),
         want_dispatched={"default/a": "spoke-1"},
+    ),
+    CycleCase(
+        id="two gangs of one shape that fit no node are each told of their own Job",
+        snapshot=lambda: one_spoke().add(
+            make_entry("first").demand(demand_of(pod_set(source="GenericItems[0] Job/first",
+                                                         gpu=16))),
+            make_entry("second").demand(demand_of(pod_set(source="GenericItems[0] Job/second",
+                                                          gpu=16)))).obj(),
+        want_pending={"default/first": "InsufficientCapacity",
+                      "default/second": "InsufficientCapacity"},
+        want_messages={
+            "default/first": "spoke-1: no node has 16 free nvidia.com/gpu for a pod of "
+                             "GenericItems[0] "
+                             "Job/first (largest free: 8 on node spoke-1-node-1); "
+                             "it does not fit even with nothing else running",
+            "default/second": "spoke-1: no node has 16 free nvidia.com/gpu for a pod of "
+                             "GenericItems[0] "
+                              "Job/second (largest free: 8 on node spoke-1-node-1); "
+                             "it does not fit even with nothing else running"},
     ),
     CycleCase(
         id="requeue pause holds an AppWrapper until not_before",
