@@ -44,11 +44,13 @@ class HeadOfLine:
         """Why an AppWrapper that fits but for the head's reservation waits."""
         head = self.head
         assert head is not None
-        waited = int((self.now - (head.queued_since or head.created)).total_seconds())
+        # The moment, not the seconds waited: a sentence that changes every second
+        # would be written to every AppWrapper behind the head, again and again.
+        since = (head.queued_since or head.created).isoformat()
         what = "quota" if by_quota else "room"
         return Blocked(PendingReason.WAITING_FOR_HEAD_OF_LINE,
                        f"it would fit, but the {what} is held for {head.key}, first in line "
-                       f"and waiting for {waited}s")
+                       f"and waiting since {since}")
 
     def consider(self, entry: AppWrapperEntry, demand: Demand, assignment: QuotaAssignment,
                  candidates: tuple[int, ...], blocked: Blocked, *, by_quota: bool,

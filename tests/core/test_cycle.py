@@ -214,7 +214,8 @@ CASES = [
         want_pending={"default/big": "InsufficientCapacity",
                       "default/small": "WaitingForHeadOfLine"},
         want_messages={"default/small": "it would fit, but the room is held for "
-                                        "default/big, first in line and waiting for 400s"},
+                                        "default/big, first in line and waiting since "
+                                        "2024-05-01T10:00:00+00:00"},
     ),
     CycleCase(
         id="starving head: smaller jobs still use other clusters",
@@ -267,8 +268,8 @@ CASES = [
         want_messages={"default/head": "quota tree quota_context node root: needs 16 "
                                        "nvidia.com/gpu, 8 free",
                        "default/gold-small": "it would fit, but the quota is held for "
-                                             "default/head, first in line and waiting for "
-                                             "400s"},
+                                             "default/head, first in line and waiting since "
+                                             "2024-05-01T10:00:00+00:00"},
     ),
     CycleCase(
         id="starving head blocked by quota: work under its own quota still goes",
