@@ -8,7 +8,8 @@ Phases, as in Kueue:
    dispatch, grow or shrink ordered and not yet on the hub is *assumed*: the snapshot
    counts it as done, so no cycle decides twice on the same room. While snapshotting,
    the dispatcher drops its own orders that are done or void (see ``records``).
-2. ``dispatch_cycle`` decides.
+2. The core decides (``mcad.core.carried.CarriedCycle``: a full ``dispatch_cycle``, or
+   the last one carried where nothing it rests on changed).
 3. Order, never write: each decision becomes an order on the AppWrapper's record
    (``Orders``, which only the dispatcher writes), tied to the run it is for (a
    dispatch gets a new run), and the key goes to the work queue, where the AppWrapper's
@@ -42,7 +43,8 @@ from mcad.controller.records import (
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
 from mcad.core.capacity import AppWrapperKey, ClusterCapacity, NodeName, Reservation
-from mcad.core.cycle import CycleResult, Snapshot, dispatch_cycle
+from mcad.core.carried import CarriedCycle
+from mcad.core.cycle import CycleResult, Pending, Snapshot
 from mcad.core.demand import PodSet
 from mcad.core.resources import ResourceList
 
@@ -85,6 +87,8 @@ class Dispatcher:
         self.wanted = asyncio.Event()
         self.last_duration = 0.0
         """Seconds the last cycle took (capped at 1), for pacing."""
+        self.carried = CarriedCycle()
+        self._last_pending: dict[AppWrapperKey, Pending] = {}
         self.last: tuple[Snapshot, CycleResult] | None = None
         """The last cycle's snapshot and decisions: what ``mcad queue`` and ``mcad
         explain`` are answered from (``mcad.visibility``)."""
@@ -139,7 +143,7 @@ class Dispatcher:
         started = time.perf_counter()
         now = utcnow()
         snapshot = self.snapshot(now)
-        result = dispatch_cycle(snapshot)
+        result = self.carried.decide(snapshot)
         metrics.observe_dispatch_cycle(time.perf_counter() - started,
                                        appwrappers=len(snapshot.appwrappers))
         appwrappers = self.state.appwrappers
@@ -150,13 +154,18 @@ class Dispatcher:
             self.queue.add(dispatch.key, urgent=True, rank=rec.priority)
         reasons: dict[str, int] = {}
         oldest = now
+        last = self._last_pending
+        self._last_pending = {}
         for pending in result.pending:
             reasons[pending.reason] = reasons.get(pending.reason, 0) + 1
+            self._last_pending[pending.key] = pending
             rec = appwrappers[pending.key]
             entry = rec.core_entry(self.config)
             since = entry.queued_since or entry.created
             if since.tzinfo is not None:  # (datetime.min: no creationTimestamp)
                 oldest = min(oldest, since)
+            if last.get(pending.key) is pending:
+                continue  # the same outcome as last cycle (carried): nothing to order
             wanted = PendingWanted(pending.reason, pending.message)
             rec.orders.pending = wanted
             if wanted != rec.progress.last_pending:

@@ -49,6 +49,7 @@ AppWrapper's bound pods in ``held_by``.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Protocol
 
 from mcad.core import elastic, preemptor
 from mcad.core.books import CycleBooks, Turn
@@ -87,6 +88,23 @@ _ROOM_REASONS = (PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACI
 
 def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
     """Decide, for every queued AppWrapper of ``snapshot``, dispatch or why not."""
+    return run_cycle(snapshot)[1]
+
+
+class Trace(Protocol):
+    """Told of the cycle's books once the running work is charged, then of every queued
+    AppWrapper as the cycle decides it (``mcad.core.carried``)."""
+
+    def started(self, books: CycleBooks) -> None: ...
+
+    def decided(self, entry: AppWrapperEntry, assignment: QuotaAssignment | None, *,
+                active: bool) -> None: ...
+
+
+def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
+              ) -> tuple[CycleBooks, CycleResult]:
+    """The cycle's books and decisions; ``trace`` hears of each queued AppWrapper in the
+    order decided, and whether deciding it did more than give it a reason to wait."""
     books = CycleBooks(snapshot)
     # 1. Running AppWrappers hold quota; they are the eviction candidates.
     queued: list[AppWrapperEntry] = []
@@ -94,6 +112,8 @@ def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
     for entry in snapshot.appwrappers:
         (admitted if isinstance(entry.phase, Admitted) else queued).append(entry)
     books.hold_running(admitted)
+    if trace is not None:
+        trace.started(books)
 
     # 2. Queue order: within quota first, then fair shares (live, as quota is charged).
     order = FairOrder(queued, now=snapshot.now, forest=books.quota,
@@ -103,8 +123,13 @@ def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
     books.order = order
 
     # 3. Decide, in order, charging quota and nodes as AppWrappers are dispatched.
-    for entry in order:
-        _decide(books, entry, order.assignment)
+    if trace is None:
+        for entry in order:
+            _decide(books, entry, order.assignment)
+    else:
+        for entry in order:
+            active = decide_and_tell(books, entry, order.assignment)
+            trace.decided(entry, order.assignment, active=active)
 
     # 4. Elastic AppWrappers grow into what is left.
     for work in elastic.growers(books):
@@ -116,7 +141,26 @@ def dispatch_cycle(snapshot: Snapshot) -> CycleResult:
                        message=grow.message)
 
     # 5. The decisions.
-    return books.result()
+    return books, books.result()
+
+
+def decide_and_tell(books: CycleBooks, entry: AppWrapperEntry,
+                    known: QuotaAssignment | None) -> bool:
+    """Decide ``entry``; True when that did more than give it a reason to wait: it was
+    dispatched (whole or small), preempted or took a preemption turn, became the head
+    of the line, or holds room while its victims go. Only a decision that is not
+    "active" leaves the books as it found them, but for the misfit caches."""
+    line = books.line
+    before = (len(books.dispatches), len(books.evictions), len(books.resizes),
+              len(books.quota_turns), books.capacity_turn, line.seen)
+    _decide(books, entry, known)
+    after = (len(books.dispatches), len(books.evictions), len(books.resizes),
+             len(books.quota_turns), books.capacity_turn, line.seen)
+    if before != after:
+        return True
+    last = books.pending[-1] if books.pending else None
+    return last is None or last.key != entry.key or \
+        last.reason == PendingReason.WAITING_FOR_PREEMPTION
 
 
 def _decide(books: CycleBooks, entry: AppWrapperEntry,

@@ -1,0 +1,205 @@
+"""The carried cycle decides exactly what a full cycle decides.
+
+A property test drives random queues through a run of cycles, as the controller would:
+each cycle's dispatches become running work (their pods reserved on their cluster),
+evictions start draining, some AppWrappers leave, new ones arrive, time moves on, a
+cluster sometimes changes; at every step ``CarriedCycle.decide`` must give the same
+dispatches, evictions and resizes as ``dispatch_cycle``, and the same reason and
+sentence for every waiting AppWrapper. Table cases show when it carries and when it
+decides in full.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from mcad.core.capacity import AppWrapperKey, Reservation
+from mcad.core.carried import CarriedCycle
+from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry, Snapshot, dispatch_cycle
+from mcad.core.snapshot import CycleResult
+from tests.builders.clusters import make_cluster, pod_set
+from tests.builders.quota import make_tree
+from tests.builders.snapshots import at, demand_of, make_entry, make_snapshot
+from tests.core.test_cycle_properties import TREE, snapshots
+
+
+def decisions(result: CycleResult) -> tuple[object, ...]:
+    return (result.dispatches, result.evictions, result.resizes,
+            {p.key: (p.reason, p.message) for p in result.pending})
+
+
+def applied(snapshot: Snapshot, result: CycleResult) -> Snapshot:
+    """The next snapshot as the controller would see it after ``result``."""
+    by_key = {e.key: e for e in snapshot.appwrappers}
+    reserve: dict[str, list[Reservation]] = {}
+    for dispatch in result.dispatches:
+        entry = by_key[dispatch.key]
+        by_key[dispatch.key] = dataclasses.replace(entry, phase=Admitted(dispatch.cluster),
+                                                   dispatched=snapshot.now)
+        if entry.demand is not None:
+            reserve.setdefault(dispatch.cluster, []).append(
+                Reservation(dispatch.key, entry.demand.pod_sets))
+    for eviction in result.evictions:
+        by_key[eviction.key] = dataclasses.replace(by_key[eviction.key], draining=True,
+                                                   draining_for=eviction.for_key)
+    clusters = tuple(c if c.name not in reserve else dataclasses.replace(
+        c, reservations=(*c.reservations, *reserve[c.name])) for c in snapshot.clusters)
+    return dataclasses.replace(snapshot, appwrappers=tuple(by_key.values()), clusters=clusters)
+
+
+@st.composite
+def arrivals(draw: st.DrawFn, first: int) -> list[AppWrapperEntry]:
+    out = []
+    for i in range(draw(st.integers(0, 4))):
+        n = first + i
+        out.append(AppWrapperEntry(
+            key=AppWrapperKey(f"ns/new{n}"), uid=f"uid-new{n}",
+            priority=draw(st.integers(0, 3)), created=at(draw(st.integers(0, 3000))),
+            demand=demand_of(pod_set(draw(st.integers(1, 3)), gpu=draw(st.integers(0, 4)),
+                                     cpu=draw(st.integers(1, 4)))),
+            quota_labels={TREE: draw(st.sampled_from(["a", "b", "default", "nowhere"]))},
+            phase=QUEUED))
+    return out
+
+
+def run_cycles(snapshot: Snapshot, data: st.DataObject) -> None:
+    """Six cycles as a controller runs them, checking each carried one against a full one."""
+    carried = CarriedCycle()
+    arrived = 0
+    for _step in range(6):
+        full = dispatch_cycle(snapshot)
+        got = carried.decide(snapshot)
+        if decisions(got) != decisions(full):
+            got_pending = {p.key: (p.reason, p.message) for p in got.pending}
+            for p in full.pending:
+                if got_pending.get(p.key) != (p.reason, p.message):
+                    print("differs:", p.key, "full:", p.reason, p.message, "carried:",
+                          got_pending.get(p.key))
+        assert decisions(got) == decisions(full)
+        event("carried" if carried.carried else "full")
+        snapshot = applied(snapshot, full)
+        queued = [e for e in snapshot.appwrappers if not isinstance(e.phase, Admitted)]
+        leaving = set(data.draw(st.lists(st.sampled_from([e.key for e in queued]),
+                                         max_size=2)) if queued else [])
+        new = data.draw(arrivals(arrived))
+        arrived += len(new)
+        if queued and data.draw(st.booleans()):  # one of those waiting is edited
+            edited = data.draw(st.sampled_from(queued))
+            leaving.add(edited.key)
+            new.append(dataclasses.replace(edited, priority=data.draw(st.integers(0, 3))))
+        clusters = snapshot.clusters
+        if data.draw(st.integers(0, 5)) == 0 and clusters:  # a pod went: room grows
+            first = clusters[0]
+            clusters = (dataclasses.replace(first, nodes=tuple(
+                dataclasses.replace(n, requested=n.requested.scale(0)) for n in first.nodes)),
+                        *clusters[1:])
+        snapshot = dataclasses.replace(
+            snapshot, now=snapshot.now + timedelta(seconds=data.draw(st.integers(0, 400))),
+            clusters=clusters,
+            appwrappers=tuple(e for e in snapshot.appwrappers if e.key not in leaving) +
+            tuple(new))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots(), st.data())
+def test_the_carried_cycle_decides_exactly_what_a_full_cycle_decides(
+        case: tuple[Snapshot, object], data: st.DataObject) -> None:
+    run_cycles(case[0], data)
+
+
+@st.composite
+def crowded(draw: st.DrawFn) -> tuple[Snapshot, object]:
+    """A long queue over three quota lines, most of it waiting: the carried case."""
+    snapshot, specs = draw(snapshots())
+    more = []
+    for i in range(draw(st.integers(10, 40))):
+        more.append(AppWrapperEntry(
+            key=AppWrapperKey(f"ns/q{i}"), uid=f"uid-q{i:03d}",
+            priority=draw(st.integers(0, 3)), created=at(draw(st.integers(0, 900))),
+            demand=demand_of(pod_set(draw(st.integers(1, 2)), gpu=draw(st.integers(1, 4)),
+                                     cpu=1)),
+            quota_labels={TREE: draw(st.sampled_from(["a", "b", "default"]))}))
+    return dataclasses.replace(snapshot, appwrappers=(*snapshot.appwrappers, *more)), specs
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crowded(), st.data())
+def test_the_carried_cycle_decides_as_a_full_one_on_a_crowded_queue(
+        case: tuple[Snapshot, object], data: st.DataObject) -> None:
+    run_cycles(case[0], data)
+
+
+def full_spoke_with_a_queue():
+    """One spoke, full; a quota tree with room; ten 8-GPU gangs waiting for room."""
+    tree = make_tree(TREE).node("root", gpu=64).child("a", parent="root", gpu=64)
+    snapshot = make_snapshot(now=at(100)).clusters(
+        make_cluster("spoke-1").nodes(2, gpu=8).used(0, gpu=8).used(1, gpu=8)
+    ).quota(tree.build())
+    for i in range(10):
+        snapshot.add(make_entry(f"w{i}").job(gpu=8).labels(**{TREE: "a"}).created(at(i)))
+    return snapshot
+
+
+def test_a_newcomer_at_the_back_of_a_quiet_queue_is_carried() -> None:
+    builder = full_spoke_with_a_queue()
+    first = builder.obj()
+    carried = CarriedCycle()
+    carried.decide(first)
+    second = dataclasses.replace(first, now=at(101), appwrappers=(
+        *first.appwrappers, make_entry("late").job(gpu=8).labels(**{TREE: "a"})
+        .created(at(50)).obj()))
+    assert decisions(carried.decide(second)) == decisions(dispatch_cycle(second))
+    assert carried.carried
+
+
+def test_room_that_frees_up_is_decided_in_full() -> None:
+    first = full_spoke_with_a_queue().obj()
+    carried = CarriedCycle()
+    carried.decide(first)
+    freed = make_cluster("spoke-1").nodes(2, gpu=8).used(0, gpu=8).obj()
+    second = dataclasses.replace(first, now=at(101), clusters=(freed,))
+    result = carried.decide(second)
+    assert not carried.carried
+    assert [d.key for d in result.dispatches] == ["default/w0"]
+
+
+def test_a_newcomer_of_higher_priority_is_decided_in_full() -> None:
+    first = full_spoke_with_a_queue().obj()
+    carried = CarriedCycle()
+    carried.decide(first)
+    urgent = make_entry("urgent").job(gpu=8).labels(**{TREE: "a"}).priority(9).created(at(60))
+    second = dataclasses.replace(first, now=at(101),
+                                 appwrappers=(*first.appwrappers, urgent.obj()))
+    assert decisions(carried.decide(second)) == decisions(dispatch_cycle(second))
+    assert not carried.carried
+
+
+def test_a_carried_wait_for_the_head_of_line_is_the_same_object_as_before() -> None:
+    """A starving 2-node gang heads the line; 1-node jobs behind it would fit on the
+    free node but wait for it, with a sentence naming since when it waits: carried
+    seconds later, the waiting are told the very same outcomes (nothing to write)."""
+    tree = make_tree(TREE).node("root", gpu=64).child("a", parent="root", gpu=64)
+    builder = make_snapshot(now=at(400)).policy(starvation_seconds=10).clusters(
+        make_cluster("spoke-1").nodes(2, gpu=8).used(0, gpu=8)).quota(tree.build()).add(
+        make_entry("head").job(pods=2, gpu=8).labels(**{TREE: "a"}).created(at(0)))
+    for i in range(3):
+        builder.add(make_entry(f"small{i}").job(gpu=8).labels(**{TREE: "a"})
+                    .created(at(10 + i)))
+    first = builder.obj()
+    carried = CarriedCycle()
+    carried.decide(first)
+    second = dataclasses.replace(first, now=at(407))
+    result = carried.decide(second)
+    assert decisions(result) == decisions(dispatch_cycle(second))
+    assert carried.carried
+    assert any("first in line and waiting since" in p.message for p in result.pending)
+    later = carried.decide(dataclasses.replace(first, now=at(409)))
+    assert carried.carried
+    assert [p.key for p in later.pending] == [p.key for p in result.pending]
+    assert all(a is b for a, b in zip(later.pending, result.pending, strict=True))
+
+
