@@ -106,8 +106,10 @@ class CycleBooks:
         self._assignments: dict[object, QuotaAssignment | QuotaProblem] = {}
         self.quota_misfits: dict[tuple[int, ResourceList], Blocked] = {}
         """(the assignment's id, the demand's total) -> why it did not fit."""
-        self.capacity_misfits: dict[tuple[object, ...], tuple[tuple[PodSet, ...], Blocked]] = {}
-        """(pod shapes, candidate clusters) -> the pod sets it was told of, why it did not fit."""
+        self.capacity_misfits: dict[tuple[object, ...],
+                                    tuple[tuple[PodSet, ...] | None, Blocked]] = {}
+        """(pod shapes, candidate clusters) -> why it did not fit, and the pod sets its
+        sentence names (None: it names none; ``placement.retell``)."""
 
     # -- reading ------------------------------------------------------------------------
     def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:

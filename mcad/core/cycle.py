@@ -55,7 +55,7 @@ from mcad.core import elastic, preemptor
 from mcad.core.books import CycleBooks, Turn
 from mcad.core.demand import Demand
 from mcad.core.fairness import FairOrder
-from mcad.core.placement import EVERY_CLUSTER, Placement, retell
+from mcad.core.placement import EVERY_CLUSTER, Placement, pod_of, retell
 from mcad.core.plans import PreemptionPlan
 from mcad.core.quota import QuotaAssignment, QuotaProblem
 from mcad.core.quotagate import QuotaAnswer, check_quota
@@ -264,7 +264,7 @@ def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
     cached = books.capacity_misfits.get(shape)
     if cached is not None:
         told, blocked = cached
-        if told is not demand.pod_sets:
+        if told is not None and told is not demand.pod_sets:
             blocked = replace(blocked, message=retell(blocked.message, told, demand.pod_sets))
     else:
         placement = books.board.place(demand, books.line.open(candidates),
@@ -278,7 +278,8 @@ def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
             blocked = Blocked(PendingReason.INSUFFICIENT_CAPACITY,
                               f"{placement.message}; {NEVER_FITS_ROOM}" if never
                               else placement.message, could_run=not never)
-        books.capacity_misfits[shape] = (demand.pod_sets, blocked)
+        names = any(pod_of(s) in blocked.message for s in demand.pod_sets)
+        books.capacity_misfits[shape] = (demand.pod_sets if names else None, blocked)
     short_of_room = blocked.reason == PendingReason.INSUFFICIENT_CAPACITY
     if entry.elastic_min is not None and short_of_room and \
             _start_small(books, entry, demand, assignment, candidates):
