@@ -124,12 +124,18 @@ def build_quota() -> QuotaForest:
 EAST = ClusterSelector.from_spec({"matchLabels": {"region": "east"}})
 
 
-def queued_entry(rng: random.Random, i: int, *, created: datetime) -> AppWrapperEntry:
-    """One queued AppWrapper of the benchmark's mix."""
+def queued_entry(rng: random.Random, i: int, *,
+                 created: datetime | None = None) -> AppWrapperEntry:
+    """One queued AppWrapper of the benchmark's mix (created in the hour before NOW
+    unless said). The draws are in the order of the first version of this benchmark, so
+    an older checkout builds the very same snapshot."""
     selector = (("gpu.product", "h100"),) if i % 10 == 3 else ()
+    priority = rng.randrange(5)
+    if created is None:
+        created = NOW - timedelta(seconds=rng.randrange(3600))
     return AppWrapperEntry(
         key=AppWrapperKey(f"team/job-{i}"), uid=f"uid-{i:06d}",
-        priority=rng.randrange(5), created=created,
+        priority=priority, created=created,
         demand=gang(rng.choice((1, 1, 2, 4)), rng.choice((1, 2, 4, 8)), selector=selector,
                     source=f"GenericItems[0] Job/job-{i}"),
         quota_labels={TREE: rng.choice(TEAMS)},
@@ -147,8 +153,7 @@ def build_appwrappers(rng: random.Random, queued: int = QUEUED,
             demand=gang(1, 8), quota_labels={TREE: rng.choice(TEAMS)},
             phase=Admitted(ClusterName(f"spoke-{i % clusters_n + 1}"))))
     for i in range(queued):
-        entries.append(queued_entry(rng, i,
-                                    created=NOW - timedelta(seconds=rng.randrange(3600))))
+        entries.append(queued_entry(rng, i))
     rng.shuffle(entries)
     return tuple(entries)
 
