@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mcad.core.capacity import ClusterCapacity, NodePool
 from mcad.core.quantity import format_quantity
@@ -154,6 +155,15 @@ class TopologySummary:
         head = f"free {short} per {level_name(shown[0].level)}: {per}; " if shown else ""
         return (f"{head}{self._q(self.fragmented)} of {self._q(self.free)} free {short} on "
                 "partly used nodes")
+
+    def to_status(self) -> dict[str, Any]:
+        """As the SpokeCluster's ``status.topology`` says it (as QuotaSubtrees say their
+        usage: the numbers, and one line for ``kubectl get``)."""
+        return {"levels": list(self.levels), "free": self._q(self.free),
+                "fragmented": self._q(self.fragmented),
+                "domains": [{"level": d.level, "domain": d.domain, "free": self._q(d.free),
+                             "onFreeNodes": self._q(d.on_free_nodes)} for d in self.domains],
+                "summary": self.line()}
 
     def _q(self, value: int) -> str:
         return format_quantity(value, resource=self.resource)

@@ -180,7 +180,12 @@ class TopologyPin:
                    for domain in self.domains)
 
     def describe(self) -> str:
-        """``rack block-1/rack-2`` (``racks a/1, a/2`` for several)."""
+        """``rack b1/r2`` (``racks b1/r1, b1/r2`` for several); pinned to nodes, ``nodes
+        n1, n2 (rack b1/r2)``."""
+        if self.levels[-1] == HOSTNAME and len(self.levels) > 1:
+            parents = TopologyPin(self.levels[:-1], tuple(sorted({d[:-1] for d in self.domains})))
+            nodes = ", ".join(d[-1] for d in self.domains)
+            return f"node{'s' if len(self.domains) > 1 else ''} {nodes} ({parents.describe()})"
         name = level_name(self.levels[-1])
         plural = "s" if len(self.domains) > 1 else ""
         return f"{name}{plural} {', '.join('/'.join(d) for d in self.domains)}"
