@@ -141,7 +141,10 @@ class Reports:
         status: dict[str, Any] = {
             "capacity": cluster.capacity().to_strings(),
             "allocatable": cluster.allocatable().to_strings(),
-            "free": cluster.free().to_strings(), "nodes": len(cluster.nodes),
+            # Every resource the nodes have, "0" when none is free: the status is a merge
+            # patch, and a resource left out would keep its last value.
+            "free": {**dict.fromkeys(cluster.capacity(), "0"), **cluster.free().to_strings()},
+            "nodes": len(cluster.nodes),
             "readyNodes": sum(1 for n in cluster.nodes if n.ready),
             "topology": topology_summary(cluster).to_status()}
         health = ("True" if link.health.ready else "False", link.health.reason,
