@@ -102,7 +102,11 @@ def levels_for(pool: NodePool, level: str, *, cluster: str = "the cluster"
             return pool.levels
         return (f"{cluster} has no topology level {level} (its levels: "
                 f"{', '.join(pool.levels)})")
-    if any(level in node.labels for node in pool.nodes):
+    key = ("labelled", level)  # looked for once per cycle: the nodes do not change
+    labelled = pool.memo.get(key)
+    if labelled is None:
+        labelled = pool.memo[key] = any(level in node.labels for node in pool.nodes)
+    if labelled:
         return (level,)
     return f"no usable node of {cluster} has the label {level}"
 
