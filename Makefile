@@ -58,6 +58,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/seed002.py
 	$(BIN)/python benchmarks/seed000.py
 	$(BIN)/python benchmarks/scale.py
+	$(BIN)/python benchmarks/topology.py
 
 clean:
 	-$(BIN)/python -m e2e.cluster down --dir tb

@@ -139,6 +139,8 @@ class PodLife:
     running: float | None = None
     finished: float | None = None
     phase: str = "Pending"
+    node: str | None = None
+    """The node it was bound to."""
 
 
 @dataclass
@@ -171,6 +173,7 @@ class PodRecorder:
             self.names[uid] = pod["metadata"]["name"]
         if life.bound is None and pod["spec"].get("nodeName"):
             life.bound = now
+            life.node = pod["spec"]["nodeName"]
         phase = (pod.get("status") or {}).get("phase", "Pending")
         if phase == "Running" and life.running is None:
             life.running = now

@@ -33,6 +33,7 @@ from mcad.api.documents import yaml_problem
 from mcad.core.cycle import CyclePolicy
 from mcad.core.placement import PlacementPolicy
 from mcad.core.requeue import GrowthType, RequeuePolicy
+from mcad.core.topology import label_key_problem
 from mcad.core.victims import PreemptionPolicy
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -152,6 +153,11 @@ class RunConfig(_Settings):
     workers: int = Field(32, ge=1, le=512)
     """AppWrappers reconciled at once (each waits on API writes, so this is how many
     dispatches are in flight together); one AppWrapper is never reconciled twice at once."""
+    topology_levels: list[str] = Field(default_factory=list, max_length=8)
+    """Node label keys, broadest first, that are the topology levels of every spoke whose
+    SpokeCluster names none (spec.topology.levels), e.g. [example.com/block,
+    example.com/rack, kubernetes.io/hostname]. Empty: on such a spoke any node label an
+    AppWrapper names in schedulingSpec.topology is a level as it stands."""
     spoke_lost_seconds: float = Field(300.0, gt=0)
     """Seconds a cluster may not answer before the AppWrappers on it are requeued
     elsewhere (reason SpokeLost) and deletions there stop waiting for it."""
@@ -200,6 +206,17 @@ class RunConfig(_Settings):
             if len(entry) > 63 or not DNS_LABEL.match(entry):
                 raise ValueError(f"[{index}] is {entry!r}; a namespace name has lower-case "
                                  "letters, digits and '-', at most 63 characters")
+        return value
+
+    @field_validator("topology_levels")
+    @classmethod
+    def _levels_are_label_keys(cls, value: list[str]) -> list[str]:
+        for index, key in enumerate(value):
+            problem = label_key_problem(key)
+            if problem is not None:
+                raise ValueError(f"[{index}]: {problem}")
+            if key in value[:index]:
+                raise ValueError(f"[{index}] names {key} twice; each level once")
         return value
 
     def reads_quota_from(self, namespace: str) -> bool:

@@ -306,3 +306,38 @@ def report_elastic(sizes: dict[tuple[str, str], tuple[int, int]]) -> None:
         _admitted_pods.labels(namespace=namespace, name=name, size="full").set(full)
     _elastic_known.clear()
     _elastic_known.update(sizes)
+
+
+# -- topology ------------------------------------------------------------------------------
+
+_domain_free = Gauge(
+    "mcad_topology_domain_free_gpus",
+    "Free GPUs of one topology domain of a cluster (a block, a rack: its label values "
+    "from the top joined by '/').", ["cluster", "level", "domain"], registry=REGISTRY)
+_fragmented = Gauge(
+    "mcad_cluster_fragmented_gpus",
+    "Free GPUs on nodes that are partly used: room that no whole-node pod can use.",
+    ["cluster"], registry=REGISTRY)
+_domains_known: dict[str, set[tuple[str, str]]] = {}
+
+
+def report_topology(cluster: str, *, fragmented: int,
+                    domains: Iterable[tuple[str, str, int]]) -> None:
+    """``cluster``'s free GPUs on partly used nodes and per domain ((level, domain, free)
+    in nano-units); the series of domains no longer there are removed."""
+    _fragmented.labels(cluster=cluster).set(fragmented / NANO)
+    seen = set()
+    for level, domain, free in domains:
+        _domain_free.labels(cluster=cluster, level=level, domain=domain).set(free / NANO)
+        seen.add((level, domain))
+    for level, domain in _domains_known.get(cluster, set()) - seen:
+        _domain_free.remove(cluster, level, domain)
+    _domains_known[cluster] = seen
+
+
+def forget_topology(cluster: str) -> None:
+    """Remove the topology gauges of a cluster that is no longer registered."""
+    if cluster in _domains_known:
+        report_topology(cluster, fragmented=0, domains=())
+        _fragmented.remove(cluster)
+        del _domains_known[cluster]

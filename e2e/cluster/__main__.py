@@ -27,13 +27,16 @@ def _spec_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hub-nodes", type=int, default=0, help="fake nodes on the hub too")
     parser.add_argument("--taint", action="store_true",
                         help="taint fake nodes kwok.x-k8s.io/node=fake:NoSchedule")
+    parser.add_argument("--topology", default="",
+                        help="label each spoke's nodes in blocks and racks, e.g. "
+                             "block=2,rack=2 (labels mcad.test/block, mcad.test/rack)")
 
 
 def _spec(args: argparse.Namespace) -> TestbedSpec:
     return TestbedSpec(spokes=args.spokes, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                        cpu_per_node=args.cpu_per_node, memory_per_node=args.memory_per_node,
                        pods_per_node=args.pods_per_node, hub_nodes=args.hub_nodes,
-                       taint=args.taint)
+                       taint=args.taint, topology=args.topology)
 
 
 def main(argv: list[str] | None = None) -> int:

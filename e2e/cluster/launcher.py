@@ -19,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from e2e.cluster.build import BuildError, build
+from e2e.cluster.nodes import TopologyError, topology_labels
 from e2e.cluster.topology import TestbedSpec, TestbedState, pid_alive, read_state, write_state
 
 UP_TIMEOUT_S = 300.0
@@ -37,8 +38,9 @@ def up(directory: Path, spec: TestbedSpec, *, owner_for_life: bool = False,
         raise TestbedError(f"a test bed already runs in {directory} "
                            f"(supervisor pid {existing.supervisor_pid}); run `down` first")
     try:
+        topology_labels(1, spec.nodes, spec.topology)  # a bad --topology fails before starting
         build(log=log)
-    except BuildError as err:
+    except (BuildError, TopologyError) as err:
         raise TestbedError(str(err)) from err
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "logs").mkdir(exist_ok=True)

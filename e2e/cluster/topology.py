@@ -29,6 +29,10 @@ class TestbedSpec:
     pods_per_node: int = 110
     hub_nodes: int = 0
     taint: bool = False
+    topology: str = ""
+    """``block=2,rack=2``: each spoke's nodes labelled ``mcad.test/block`` (``block-1``,
+    ``block-2``) and ``mcad.test/rack`` (``rack-1``... within each block), in node order
+    (``e2e.cluster.nodes.topology_labels``); empty: no such labels."""
 
     def cluster_names(self) -> list[str]:
         return ["hub", *(f"spoke-{i}" for i in range(1, self.spokes + 1))]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Final, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from mcad.api.meta import (
     Condition,
@@ -31,7 +31,9 @@ from mcad.api.meta import (
     ResourceQuantities,
     Timestamp,
     WireModel,
+    field_error,
 )
+from mcad.core.topology import label_key_problem
 
 GROUP: Final = "workload.codeflare.dev"
 VERSION: Final = "v1beta1"
@@ -116,6 +118,30 @@ class DispatchDurationSpec(WireModel):
     """MCAD's internal flag: informational, answered with a warning."""
 
 
+class TopologySpec(WireModel):
+    """Where the whole gang runs in the spokes' topology (a node label key: a level)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "has(self.required) != has(self.preferred)",
+        "message": "give exactly one of required and preferred"}]})
+
+    required: str | None = Field(None, min_length=1)
+    """Every pod in one domain of this level (e.g. one rack), or it waits."""
+    preferred: str | None = Field(None, min_length=1)
+    """As few domains of this level as the free nodes allow, the tightest first."""
+
+    @model_validator(mode="after")
+    def _one_label_key(self) -> TopologySpec:
+        if (self.required is None) == (self.preferred is None):
+            raise field_error("required", "give exactly one of required and preferred "
+                                          "(a node label key)")
+        for name, key in (("required", self.required), ("preferred", self.preferred)):
+            problem = None if key is None else label_key_problem(key)
+            if problem is not None:
+                raise field_error(name, problem)
+        return self
+
+
 class SchedulingSpec(WireModel):
     """How the wrapped objects are scheduled as one gang."""
 
@@ -138,6 +164,10 @@ class SchedulingSpec(WireModel):
     """Wall-clock bounds of each run (``limit`` is enforced)."""
     dispatching_window: FreeForm | None = Field(None, alias="dispatchingWindow")
     """MCAD v1 field; accepted and ignored."""
+    topology: TopologySpec | None = None
+    """Keep the gang inside one domain of a topology level (required) or in as few as
+    possible (preferred); Kueue's podset-required-topology and
+    podset-preferred-topology pod-template annotations say the same."""
 
 
 class CustomPodResources(WireModel):
@@ -254,6 +284,14 @@ class ComponentStatus(WireModel):
     name: str
 
 
+class TopologyAssignment(WireModel):
+    """Topology domains: label keys, broadest first, and each domain's values."""
+
+    levels: list[str]
+    domains: list[list[str]]
+    """Each domain's label values along levels."""
+
+
 class AppWrapperStatus(WireModel):
     """What mcad observed and decided; written only by the controller."""
 
@@ -310,6 +348,9 @@ class AppWrapperStatus(WireModel):
     """Elastic: the pods its templates ask for, the size it grows back to."""
     preempted_by: str = Field("", alias="preemptedBy")
     """While it is being evicted to make room for another: that one (namespace/name)."""
+    topology: TopologyAssignment | None = None
+    """The topology domains the current dispatch keeps its pods in (a required node
+    affinity in every pod template)."""
     dispatched_spec_hash: str = Field("", alias="dispatchedSpecHash")
     """A digest of what the current dispatch created (resources and scheduling); a spec
     that no longer matches it is applied through a requeue (reason SpecChanged)."""

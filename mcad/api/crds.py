@@ -121,6 +121,8 @@ RESOURCES: tuple[Resource, ...] = (
             Column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status'),
             Column("Nodes", "integer", ".status.nodes"),
             Column("GPUs free", "string", ".status.free.nvidia\\.com/gpu"),
+            Column("Topology", "string", ".status.topology.summary",
+                   "Free GPUs per domain, and those on partly used nodes", priority=1),
             Column("Reason", "string", '.status.conditions[?(@.type=="Ready")].reason',
                    priority=1),
             AGE,

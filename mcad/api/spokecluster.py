@@ -6,7 +6,8 @@ cluster-scoped object pointing at a Secret, in the controller's namespace, whose
 (``kubeconfig`` by default) holds a kubeconfig. ``spec.local: true`` without a Secret
 means "the hub itself" and is how single-cluster mode is declared. ``spec.labels`` are
 what an AppWrapper's ``clusterSelector`` matches; ``spec.unschedulable`` drains a spoke
-(running AppWrappers stay, new ones go elsewhere).
+(running AppWrappers stay, new ones go elsewhere); ``spec.topology.levels`` names the
+node labels that say which nodes share a block, a rack, ... (``mcad.core.topology``).
 
 The status is the capacity the controller keeps from watching the spoke's nodes and
 pods, so ``kubectl get spoke`` answers "where is there room?" without a metrics stack.
@@ -26,6 +27,7 @@ from mcad.api.meta import (
     WireModel,
     field_error,
 )
+from mcad.core.topology import label_key_problem
 
 GROUP: Final = "cluster.codeflare.dev"
 VERSION: Final = "v1alpha1"
@@ -50,6 +52,26 @@ _ONE_SOURCE_MESSAGE = (
 )
 
 
+class TopologyLevels(WireModel):
+    """How the spoke's nodes are grouped, as Kueue's Topology object says it."""
+
+    levels: list[str] = Field(default_factory=list, max_length=8)
+    """Node label keys, broadest first (e.g. example.com/block, example.com/rack,
+    kubernetes.io/hostname): nodes with the same value of a level (and of every level
+    above it) share that domain. AppWrappers ask for one of them in
+    schedulingSpec.topology."""
+
+    @model_validator(mode="after")
+    def _label_keys_once(self) -> TopologyLevels:
+        for index, key in enumerate(self.levels):
+            problem = label_key_problem(key)
+            if problem is not None:
+                raise field_error(f"levels[{index}]", problem)
+            if key in self.levels[:index]:
+                raise field_error(f"levels[{index}]", f"names {key} twice; each level once")
+        return self
+
+
 class SpokeClusterSpec(WireModel):
     """How to reach the cluster and how AppWrappers may use it."""
 
@@ -65,6 +87,9 @@ class SpokeClusterSpec(WireModel):
     """Labels that AppWrappers' schedulingSpec.clusterScheduling.clusterSelector match."""
     unschedulable: bool = False
     """True: no new AppWrappers are dispatched here; running ones stay."""
+    topology: TopologyLevels | None = None
+    """The node labels that are this spoke's topology levels; absent: the policy's
+    (topologyLevels), or else any node label an AppWrapper names is a level as it is."""
 
     @model_validator(mode="after")
     def _one_way_to_reach_it(self) -> SpokeClusterSpec:
@@ -91,6 +116,35 @@ class Leftover(WireModel):
     workload.codeflare.dev/appwrapper-uid)."""
 
 
+class DomainFree(WireModel):
+    """Free GPUs of one topology domain."""
+
+    level: str
+    """The level's node label key."""
+    domain: str
+    """The domain's label values from the top, joined by '/'."""
+    free: str
+    """Free GPUs there."""
+    on_free_nodes: str = Field(alias="onFreeNodes")
+    """Of them, those on nodes with every GPU free."""
+
+
+class TopologyStatus(WireModel):
+    """Free GPUs per topology domain, and how fragmented the free room is."""
+
+    levels: list[str] = Field(default_factory=list)
+    """The levels in use (spec.topology.levels, or the policy's)."""
+    free: str = "0"
+    """Free GPUs on the spoke."""
+    fragmented: str = "0"
+    """Free GPUs on nodes that are partly used: room no whole-node pod can use."""
+    domains: list[DomainFree] = Field(default_factory=list)
+    """Per domain of every level above the nodes."""
+    summary: str = ""
+    """One line: free GPUs per domain of the lowest level above the nodes, and the
+    fragmentation (a printer column)."""
+
+
 class SpokeClusterStatus(WireModel):
     """What the controller last saw of the cluster; written only by the controller."""
 
@@ -110,6 +164,8 @@ class SpokeClusterStatus(WireModel):
     """When this status was last brought up to date."""
     leftovers: list[Leftover] = Field(default_factory=list)
     """Objects to delete when the cluster answers again, before it gets new work."""
+    topology: TopologyStatus | None = None
+    """Free GPUs per topology domain and the fragmentation."""
 
 
 class SpokeCluster(WireModel):

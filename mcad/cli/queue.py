@@ -150,8 +150,11 @@ def explanation_text(answer: dict[str, Any]) -> str:
     if answer.get("clusters"):
         lines.append("Clusters:")
         width = max(len(c["cluster"]) for c in answer["clusters"])
-        lines += [f"  {c['cluster'].ljust(width)}  {'fits' if c['ok'] else 'no  '}  "
-                  f"{c['detail']}" for c in answer["clusters"]]
+        for c in answer["clusters"]:
+            lines.append(f"  {c['cluster'].ljust(width)}  {'fits' if c['ok'] else 'no  '}  "
+                         f"{c['detail']}")
+            lines += [f"  {''.ljust(width)}    {'fits' if d['ok'] else 'no  '}  "
+                      f"{d['domain']}: {d['detail']}" for d in c.get("domains") or ()]
     ahead = answer.get("ahead") or []
     if ahead:
         shown = ", ".join(ahead[:10]) + (f" and {len(ahead) - 10} more" if len(ahead) > 10

@@ -109,6 +109,9 @@ class Admission:
             "runDeadline": _after(now, rec.run_limit()),
             **({"admittedPods": pods, "fullPods": rec.demand.pods}
                if rec.elastic and rec.demand else {}),
+            # Where its pods are kept (read back at creation, after a restart too);
+            # None removes an earlier run's.
+            "topology": order.pin.to_status() if order.pin is not None else None,
         }, conditions=(("Queued", "False", "Dispatched", message),
                        ("Dispatched", "True", "Dispatched", message),
                        ("PodsReady", "False", "WaitingForPods", "waiting for the gang's pods")),

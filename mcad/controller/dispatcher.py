@@ -128,7 +128,7 @@ class Dispatcher:
                     left = unplaced(held_demand.pod_sets, link.placed_requests_of(rec.uid))
                     if left:
                         reservations.setdefault(rec.cluster, []).append(
-                            Reservation(rec.key, left))
+                            Reservation(rec.key, left, rec.pin))
                     if rec.uid in link.held_by:  # for preemption and start estimates
                         held.setdefault(rec.cluster, {})[rec.key] = tuple(
                             (NodeName(node), requests)
@@ -149,7 +149,8 @@ class Dispatcher:
         appwrappers = self.state.appwrappers
         for dispatch in result.dispatches:
             rec = appwrappers[dispatch.key]
-            rec.orders.dispatch = DispatchOrder(new_run(), dispatch.cluster, dispatch.pods)
+            rec.orders.dispatch = DispatchOrder(new_run(), dispatch.cluster, dispatch.pods,
+                                                dispatch.placement.pin)
             rec.orders.pending = None
             self.queue.add(dispatch.key, urgent=True, rank=rec.priority)
         reasons: dict[str, int] = {}

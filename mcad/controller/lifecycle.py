@@ -290,6 +290,7 @@ class Lifecycle:
             "pending": 0, "running": 0, "Succeeded": 0, "failed": 0, "message": message,
             "componentStatus": [], "dispatchedSpecHash": "", "preemptedBy": "",
             "expectedEnd": None, "runDeadline": None, "admittedPods": None, "runId": None,
+            "topology": None,  # the next dispatch chooses its domains anew
         }, conditions=(("Requeuing", "False", reason, message),
                        ("Dispatched", "False", "Requeued", message),
                        ("PodsReady", "False", "Requeued", message),

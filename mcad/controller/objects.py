@@ -32,6 +32,7 @@ from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import HubWriter
 from mcad.core.elastic import merged, resized_manifest
+from mcad.core.topology import pinned
 from mcad.core.wrapping import (
     Refusal,
     WrappedObject,
@@ -149,6 +150,7 @@ class ObjectManager:
                 link.watch_kind(ref)
                 manifest = owned_by(wrapped.manifest, name=rec.name, uid=rec.uid) \
                     if link.local else for_remote_spoke(wrapped.manifest)
+                manifest = pinned(manifest, rec.pin)  # kept in its topology domains
                 pods = rec.admitted_pods()
                 change = None if pods is None else resized_manifest(
                     wrapped.kind, wrapped.api_version, manifest, pods)

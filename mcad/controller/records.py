@@ -45,6 +45,7 @@ from mcad.core.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem, sized
 from mcad.core.placement import ClusterSelector
 from mcad.core.requeue import UNCOUNTED_REASONS, RequeuePolicy
+from mcad.core.topology import TopologyPin
 from mcad.core.wrapping import wrapped_kinds
 
 FINALIZER = "workload.codeflare.dev/finalizer"
@@ -75,11 +76,13 @@ def resource_version(obj: Mapping[str, Any]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class DispatchOrder:
-    """Dispatch to ``cluster`` as run ``run`` (elastic: starting with ``pods`` pods)."""
+    """Dispatch to ``cluster`` as run ``run`` (elastic: starting with ``pods`` pods;
+    kept in ``pin``'s topology domains)."""
 
     run: RunId
     cluster: ClusterName
     pods: int | None = None
+    pin: TopologyPin | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +337,15 @@ class AppWrapperRecord:
         return order.cluster if order is not None else ""
 
     @property
+    def pin(self) -> TopologyPin | None:
+        """The topology domains the current run keeps its pods in (``status.topology``,
+        else an assumed dispatch's); None: none, or queued."""
+        if self.observed.dispatched:
+            return TopologyPin.from_status(self.status.get("topology"))
+        order = self.live_dispatch()
+        return order.pin if order is not None else None
+
+    @property
     def admitted(self) -> bool:
         """Holds quota and capacity: dispatched (or assumed so) and not finished."""
         return bool(self.cluster) and self.state not in TERMINAL
@@ -487,7 +499,7 @@ class AppWrapperRecord:
             clusters=tuple(c.get("name", "") for c in cluster_scheduling.get("clusters")
                            or [] if isinstance(c, dict)),
             cluster_selector=selector,
-            phase=Admitted(ClusterName(self.cluster)) if admitted else QUEUED,
+            phase=Admitted(ClusterName(self.cluster), self.pin) if admitted else QUEUED,
             avoid_cluster=self.status.get("previousCluster") or None,
             not_before=self.pause_ends(config), queued_since=requeued,
             kinds=wrapped_kinds(self.spec), priority_slope=self.priority_slope(),

@@ -18,6 +18,7 @@ from mcad.controller.clock import rfc3339, utcnow
 from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import set_condition
+from mcad.core.domains import summary as topology_summary
 from mcad.core.quota import QuotaAssignment, QuotaForest
 from mcad.core.quotastatus import subtree_status, valid
 from mcad.gateway import refs, verbs
@@ -96,6 +97,9 @@ class Reports:
             cluster = link.capacity()
             metrics.report_cluster(name, ready=link.health.ready, capacity=cluster.capacity(),
                                    allocatable=cluster.allocatable(), free=cluster.free())
+            room = topology_summary(cluster)
+            metrics.report_topology(name, fragmented=room.fragmented, domains=(
+                (d.level, d.domain, d.free) for d in room.domains))
         return forest
 
     async def _write_subtree_statuses(self, forest: QuotaForest) -> None:
@@ -137,8 +141,12 @@ class Reports:
         status: dict[str, Any] = {
             "capacity": cluster.capacity().to_strings(),
             "allocatable": cluster.allocatable().to_strings(),
-            "free": cluster.free().to_strings(), "nodes": len(cluster.nodes),
-            "readyNodes": sum(1 for n in cluster.nodes if n.ready)}
+            # Every resource the nodes have, "0" when none is free: the status is a merge
+            # patch, and a resource left out would keep its last value.
+            "free": {**dict.fromkeys(cluster.capacity(), "0"), **cluster.free().to_strings()},
+            "nodes": len(cluster.nodes),
+            "readyNodes": sum(1 for n in cluster.nodes if n.ready),
+            "topology": topology_summary(cluster).to_status()}
         health = ("True" if link.health.ready else "False", link.health.reason,
                   link.health.message)
         if self._spoke_status.get(name) == {**status, "health": health}:

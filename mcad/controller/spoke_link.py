@@ -101,6 +101,8 @@ class SpokeLink:
     last_contact: datetime | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     schedulable: bool = True
+    topology: tuple[str, ...] = ()
+    """Its topology levels (the SpokeCluster's, else the policy's)."""
     leftovers: int = 0
     """Objects recorded to delete here (``Leftovers``): no new work until they are gone."""
     started_at: datetime = field(default_factory=utcnow)
@@ -368,7 +370,7 @@ class SpokeLink:
                                schedulable=self.schedulable and not self.leftovers,
                                reservations=reservations,
                                kinds=self.discovery.kinds if self.discovery else None,
-                               held_by=held_by or {})
+                               held_by=held_by or {}, topology=self.topology)
 
 
 def _by_name(obj: Mapping[str, Any]) -> str:

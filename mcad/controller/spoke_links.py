@@ -51,6 +51,7 @@ class SpokeLinks:
             if name not in wanted:
                 self._stop(name)
                 metrics.forget_cluster(name)
+                metrics.forget_topology(name)
         for name, spoke in wanted.items():
             source, connector = self._source(spoke)
             spec = spoke.get("spec") or {}
@@ -70,6 +71,8 @@ class SpokeLinks:
                                       link.run(connector))
             link.labels = dict(spec.get("labels") or {})
             link.schedulable = not spec.get("unschedulable")
+            declared = (spec.get("topology") or {}).get("levels") or []
+            link.topology = tuple(declared) or tuple(self.config.topology_levels)
             link.leftovers = len(leftovers_of(spoke))
         self.on_health("")
 

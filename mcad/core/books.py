@@ -24,11 +24,12 @@ What is kept:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mcad.core.backfill import BackfillPolicy
 from mcad.core.capacity import AppWrapperKey, ClusterName
 from mcad.core.demand import Demand, PodSet
+from mcad.core.domainfit import pinned_pool
 from mcad.core.fairness import FairOrder
 from mcad.core.headofline import HeadOfLine
 from mcad.core.placement import ClusterBoard, Placement, fit_gang
@@ -48,6 +49,7 @@ from mcad.core.snapshot import (
     Resize,
     Snapshot,
 )
+from mcad.core.topology import TopologyPin
 from mcad.core.victims import Holder
 
 
@@ -227,10 +229,12 @@ class CycleBooks:
         self.pend(entry.key, PendingReason.WAITING_FOR_PREEMPTION, plan.waiting)
 
     def grow(self, key: AppWrapperKey, assignment: QuotaAssignment, cluster: int,
-             more: Demand, *, pods: int, message: str) -> bool:
-        """Order an elastic AppWrapper to grow by ``more`` on its cluster; False when the
-        pods do not fit there after all (nothing is charged then)."""
-        if isinstance(fit_gang(self.board.pools[cluster], more, explain=False), str):
+             more: Demand, *, pods: int, message: str, pin: TopologyPin | None = None) -> bool:
+        """Order an elastic AppWrapper to grow by ``more`` on its cluster (inside the
+        topology domains it is pinned to); False when the pods do not fit there after all
+        (nothing is charged then)."""
+        pool = pinned_pool(self.board.pools[cluster], pin)
+        if isinstance(fit_gang(pool, replace(more, topology=None), explain=False), str):
             return False
         self.charge(assignment, more.total)
         self.resizes.append(Resize(key, pods, "Grow", message))

@@ -26,6 +26,7 @@ from typing import NewType
 
 from mcad.core.demand import PodSet, Taint, Toleration
 from mcad.core.resources import EMPTY, ResourceList
+from mcad.core.topology import TopologyPin
 
 AppWrapperKey = NewType("AppWrapperKey", str)
 """``namespace/name`` of an AppWrapper."""
@@ -83,6 +84,8 @@ class Reservation:
 
     key: AppWrapperKey
     pod_sets: tuple[PodSet, ...]
+    pin: TopologyPin | None = None
+    """The domains its pods are pinned to (``mcad.core.topology``): placed there only."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,10 @@ class ClusterCapacity:
     """What each dispatched AppWrapper's bound pods request, per node: what evicting it
     would give back (read by preemption only)."""
     """The (apiVersion, kind) pairs the cluster serves; None when not known (then any)."""
+    topology: tuple[str, ...] = ()
+    """Its topology levels: node label keys, broadest first (the SpokeCluster's
+    ``spec.topology.levels``, else the policy's); empty: a node label an AppWrapper names
+    is a level as it stands (``mcad.core.domains``)."""
 
     @property
     def usable(self) -> bool:
@@ -158,10 +165,10 @@ class NodePool:
     plain ``dict[str, int]`` because this is the innermost loop of the cycle.
     """
 
-    __slots__ = ("_accepting", "_index", "_start", "allocatable", "free", "names", "nodes",
-                 "total")
+    __slots__ = ("_accepting", "_index", "_members", "_scope", "_start", "allocatable", "free",
+                 "levels", "memo", "names", "nodes", "total")
 
-    def __init__(self, nodes: Iterable[NodeCapacity]) -> None:
+    def __init__(self, nodes: Iterable[NodeCapacity], levels: Sequence[str] = ()) -> None:
         usable = sorted((n for n in nodes if n.usable), key=lambda n: n.name)
         self.nodes: tuple[NodeCapacity, ...] = tuple(usable)
         self.names: tuple[NodeName, ...] = tuple(n.name for n in usable)
@@ -184,20 +191,55 @@ class NodePool:
         # position) that had room for one such pod. Room only shrinks between
         # ``give_back`` calls, so no node before it can have room; ``give_back`` resets.
         self._start: dict[tuple[object, ...], int] = {}
+        self.levels: tuple[str, ...] = tuple(levels)
+        """The cluster's topology levels (``ClusterCapacity.topology``)."""
+        self.memo: dict[object, object] = {}
+        """Facts derived from the nodes alone (their topology domains), shared by copies
+        and views, which have the same nodes."""
+        self._members: tuple[int, ...] | None = None
+        """A view (``within``): the nodes it may use, in the order to fill them."""
+        self._scope: object | None = None
 
     @classmethod
     def of(cls, cluster: ClusterCapacity) -> NodePool:
-        """The pool of ``cluster`` with its reservations already placed."""
-        pool = cls(cluster.nodes)
+        """The pool of ``cluster`` with its reservations already placed (a pinned one
+        inside its domains)."""
+        pool = cls(cluster.nodes, cluster.topology)
         for reservation in cluster.reservations:
+            pin = reservation.pin
+            target = pool if pin is None else pool.within(
+                i for i, node in enumerate(pool.nodes) if pin.holds(node.labels))
             for pod_set in reservation.pod_sets:
-                pool.take(pod_set, pool.fit(pod_set, pod_set.count, partial=True))
+                target.take(pod_set, target.fit(pod_set, pod_set.count, partial=True))
         return pool
 
     @classmethod
-    def empty(cls, nodes: Iterable[NodeCapacity]) -> NodePool:
+    def empty(cls, nodes: Iterable[NodeCapacity], levels: Sequence[str] = ()) -> NodePool:
         """The pool of ``nodes`` with nothing running on them: what could ever fit."""
-        return cls(dataclasses.replace(n, requested=EMPTY) for n in nodes)
+        return cls((dataclasses.replace(n, requested=EMPTY) for n in nodes), levels)
+
+    def within(self, indices: Iterable[int], *, tightest: str | None = None) -> NodePool:
+        """A view of this pool that may use only the nodes at ``indices`` (a topology
+        domain, or several): what is fitted and taken on it is charged to this pool, so
+        a gang placed inside a rack holds that room for the whole cycle. ``tightest``
+        (a resource): fill the nodes with the least of it free first (best fit), which
+        keeps whole nodes free for the gangs that need them."""
+        view = NodePool.__new__(NodePool)
+        view.nodes, view.names, view._index = self.nodes, self.names, self._index
+        view.free, view.total, view.allocatable = self.free, self.total, self.allocatable
+        view.levels, view.memo = self.levels, self.memo
+        members = sorted(set(indices))
+        if self._members is not None:  # a view of a view stays inside the first
+            inside = set(self._members)
+            members = [i for i in members if i in inside]
+        if tightest is not None:
+            members.sort(key=lambda i: (self.free[i].get(tightest, 0), i))
+        view._members = tuple(members)
+        view._accepting = {}
+        # One start cache for the pool and its views (so a give-back anywhere clears it),
+        # keyed by the view: positions differ from view to view.
+        view._start, view._scope = self._start, object()
+        return view
 
     def free_total(self) -> dict[str, int]:
         return {k: v for k, v in self.total.items() if v > 0}
@@ -207,9 +249,11 @@ class NodePool:
         key = (pod_set.node_selector, pod_set.tolerations)
         found = self._accepting.get(key)
         if found is None:
-            found = tuple(i for i, node in enumerate(self.nodes)
-                          if node.selects(pod_set.node_selector)
-                          and not blocking_taints(node.taints, pod_set.tolerations))
+            nodes = self.nodes
+            indices = range(len(nodes)) if self._members is None else self._members
+            found = tuple(i for i in indices
+                          if nodes[i].selects(pod_set.node_selector)
+                          and not blocking_taints(nodes[i].taints, pod_set.tolerations))
             self._accepting[key] = found
         return found
 
@@ -221,7 +265,7 @@ class NodePool:
         """
         requests = tuple((k, v) for k, v in pod_set.requests.items() if v > 0)
         accepting = self.accepting(pod_set)
-        shape = (pod_set.node_selector, pod_set.tolerations, requests)
+        shape = (self._scope, pod_set.node_selector, pod_set.tolerations, requests)
         start = self._start.get(shape, 0)
         free = self.free
         takes: list[Take] = []
@@ -256,6 +300,8 @@ class NodePool:
         twin.free = [dict(free) for free in self.free]
         twin.total, twin.allocatable = dict(self.total), self.allocatable
         twin._accepting, twin._start = self._accepting, {}
+        twin.levels, twin.memo = self.levels, self.memo
+        twin._members, twin._scope = self._members, self._scope
         return twin
 
     def free_on(self, node: str, resource: str) -> int:

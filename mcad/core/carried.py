@@ -47,7 +47,7 @@ cycle (``mcad queue`` may show it a few places off until then).
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 
 from mcad.core.books import CycleBooks
@@ -223,16 +223,18 @@ def _wake_at(memo: _Memo) -> datetime | None:
     return min(moments, default=None)
 
 
+_CLUSTER_FIELDS = tuple(f.name for f in fields(ClusterCapacity) if f.name != "nodes")
+
+
 def _same_clusters(old: tuple[ClusterCapacity, ...], new: tuple[ClusterCapacity, ...]) -> bool:
+    """Every field alike (a field added to ``ClusterCapacity`` is compared too); the
+    nodes, many, by identity first."""
     if len(old) != len(new):
         return False
     for a, b in zip(old, new, strict=True):
         if a is b:
             continue
-        if (a.name, a.ready, a.schedulable, a.kinds, a.reservations) != \
-                (b.name, b.ready, b.schedulable, b.kinds, b.reservations):
-            return False
-        if a.labels != b.labels or a.held_by != b.held_by:
+        if any(getattr(a, name) != getattr(b, name) for name in _CLUSTER_FIELDS):
             return False
         if a.nodes is not b.nodes and (len(a.nodes) != len(b.nodes) or not all(
                 x is y or x == y for x, y in zip(a.nodes, b.nodes, strict=True))):

@@ -54,6 +54,7 @@ from typing import Protocol
 from mcad.core import elastic, preemptor
 from mcad.core.books import CycleBooks, Turn
 from mcad.core.demand import Demand
+from mcad.core.domainfit import candidates_knowing
 from mcad.core.fairness import FairOrder
 from mcad.core.placement import EVERY_CLUSTER, Placement, pod_of, retell
 from mcad.core.plans import PreemptionPlan
@@ -138,7 +139,7 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
             assert work.entry.demand is not None
             books.grow(grow.key, work.assignment, grow.cluster,
                        elastic.sized(work.entry.demand, grow.extra), pods=grow.pods,
-                       message=grow.message)
+                       message=grow.message, pin=grow.pin)
 
     # 5. The decisions.
     return books, books.result()
@@ -189,6 +190,9 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
         candidates = books.board.eligible(entry.clusters, selector, entry.kinds)
     else:
         candidates = books.everywhere
+    if demand.topology is not None and not isinstance(candidates, str):
+        # A level that no cluster it may use knows is refused with a sentence.
+        candidates = candidates_knowing(books.board, candidates, demand.topology)
     if isinstance(candidates, str):
         books.pend(entry.key, PendingReason.NO_MATCHING_CLUSTER, candidates)
         return
@@ -260,7 +264,7 @@ def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
            assignment: QuotaAssignment, candidates: tuple[int, ...]) -> Placement | None:
     """Its nodes (charged to the board), or None when its outcome was given instead."""
     shape = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
-                   for s in demand.pod_sets), candidates)
+                   for s in demand.pod_sets), candidates, demand.topology)
     cached = books.capacity_misfits.get(shape)
     if cached is not None:
         told, blocked = cached

@@ -29,6 +29,9 @@ Decisions worth knowing:
   minAvailable 3), and readiness then waits for minAvailable real pods.
 - Node affinity is not read (only ``nodeSelector`` and tolerations); placement treats
   affinity as the kube-scheduler's business.
+- A topology wish (``schedulingSpec.topology``, or Kueue's pod-template annotations) is
+  read with the demand, since it is part of where the gang can go
+  (``mcad.core.topology``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import Any
 
 from mcad.core.quantity import QuantityError, parse_quantity
 from mcad.core.resources import EMPTY, ResourceList
+from mcad.core.topology import TopologyError, TopologyRequest, topology_request
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,9 @@ class Demand:
     raised: tuple[str, ...] = ()
     """Items whose custompodresources declared less than their pods request (and so are
     counted as their pods), for the user to see."""
+    topology: TopologyRequest | None = None
+    """Where the whole gang must (or would rather) run: one domain of a topology level
+    (``mcad.core.topology``); None: anywhere its pods fit."""
 
 
 class DemandError(ValueError):
@@ -130,8 +137,12 @@ def appwrapper_demand(spec: Mapping[str, Any]) -> Demand:
             f"spec.schedulingSpec.minAvailable is {wanted} but the AppWrapper makes only "
             f"{pods} pods; lower minAvailable or raise the replicas"
         )
+    try:
+        topology = topology_request(spec)
+    except TopologyError as err:
+        raise DemandError(str(err)) from err
     return Demand(pod_sets=tuple(pod_sets), min_available=wanted or pods, total=total,
-                  pods=pods, raised=tuple(raised))
+                  pods=pods, raised=tuple(raised), topology=topology)
 
 
 def pod_request(pod_spec: Mapping[str, Any]) -> ResourceList:

@@ -35,6 +35,7 @@ from typing import Any
 from mcad.core.books import CycleBooks, RunningWork
 from mcad.core.capacity import AppWrapperKey, NodeName, NodePool
 from mcad.core.demand import Demand
+from mcad.core.domainfit import pinned_pool
 from mcad.core.placement import ClusterBoard, Placement, PlacementPolicy, gang_fits
 from mcad.core.plans import Grow, HoldRoom, LeavingPods, PreemptionPlan, ShrinkOrder
 from mcad.core.quota import QuotaAssignment, QuotaForest
@@ -53,8 +54,11 @@ def sized(demand: Demand, pods: int) -> Demand:
     minimum, so what it runs with is always placed whole (never pods left Pending)."""
     (pod_set,) = demand.pod_sets
     resized = replace(pod_set, count=pods)
+    # Pinned to whole domains of its level, so that growth has the domain's room.
+    topology = None if demand.topology is None else replace(demand.topology, grows=True)
     return Demand(pod_sets=(resized,), min_available=pods,
-                  total=pod_set.requests.scale(pods), pods=pods, raised=demand.raised)
+                  total=pod_set.requests.scale(pods), pods=pods, raised=demand.raised,
+                  topology=topology)
 
 
 def elastic_problem(demand: Demand, kinds: Sequence[tuple[str, str]]) -> str | None:
@@ -254,9 +258,11 @@ def growth(work: RunningWork, books: CycleBooks) -> Grow | None:
     if index is None or not books.line.open((index,)):
         return None
     quota = books.line.held_quota or books.quota
-    pool = books.board.pools[index]
+    # Inside the domains it is pinned to, where its new pods will be kept.
+    pin = entry.phase.pin if isinstance(entry.phase, Admitted) else None
+    pool = pinned_pool(books.board.pools[index], pin)
     for extra in range(entry.full_pods - entry.demand.pods, 0, -1):
-        more = sized(entry.demand, extra)
+        more = replace(sized(entry.demand, extra), topology=None)
         if quota.fits(work.assignment, more.total) is not None:
             continue
         if not _fits(pool, more):
@@ -264,7 +270,8 @@ def growth(work: RunningWork, books: CycleBooks) -> Grow | None:
         size = entry.demand.pods + extra
         return Grow(entry.key, index, size, extra,
                     f"room for {extra} more pod{'s' if extra > 1 else ''}: grows to {size} "
-                    f"of {entry.full_pods}")
+                    f"of {entry.full_pods}" + (f" in {pin.describe()}" if pin else ""),
+                    pin)
     return None
 
 

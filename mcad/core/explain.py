@@ -4,7 +4,8 @@ The controller keeps its last cycle's ``Snapshot`` and ``CycleResult``; ``queue_
 lists the queued AppWrappers in the order that cycle considered them, and ``explain``
 takes one AppWrapper through the checks the cycle applies, in the cycle's order
 (requeue pause, demand, quota per tree, which clusters it may use), then asks every
-cluster whether the whole gang fits there now and why not. Nothing here re-implements
+cluster whether the whole gang fits there now and why not (for a gang that asks for a
+topology, every domain of its level too). Nothing here re-implements
 the decision: the verdict is the cycle's own (``CycleResult``); the checks say why.
 
 A dry run (``mcad explain -f``) is the same question about an AppWrapper not yet
@@ -25,6 +26,7 @@ from datetime import datetime
 
 from mcad.core.capacity import AppWrapperKey, ClusterCapacity, NodePool
 from mcad.core.demand import Demand
+from mcad.core.domainfit import DomainVerdict, domain_verdicts
 from mcad.core.placement import NoFit, fit_gang, place
 from mcad.core.quantity import format_quantity
 from mcad.core.quota import DEFAULT_NODE, QuotaAssignment, QuotaForest, QuotaProblem
@@ -61,6 +63,8 @@ class ClusterVerdict:
     cluster: str
     ok: bool
     detail: str
+    domains: tuple[DomainVerdict, ...] = ()
+    """For a gang that asks for a topology: each domain of its level."""
 
 
 @dataclass(frozen=True)
@@ -216,10 +220,12 @@ def _cluster_verdict(entry: AppWrapperEntry, cluster: ClusterCapacity) -> Cluste
     if entry.demand is None:
         return ClusterVerdict(name, False, "its demand cannot be read")
     placed = place(entry.demand, cluster)
+    domains = domain_verdicts(cluster, entry.demand)
     if isinstance(placed, NoFit):
-        return ClusterVerdict(name, False, placed.message)
+        return ClusterVerdict(name, False, placed.message, domains)
     spots = ", ".join(f"{pods} on {node}" for node, pods in placed.pods)
-    return ClusterVerdict(name, True, f"the whole gang fits now: {spots}")
+    inside = f" in {placed.pin.describe()}" if placed.pin is not None else ""
+    return ClusterVerdict(name, True, f"the whole gang fits now{inside}: {spots}", domains)
 
 
 def estimate_start(snapshot: Snapshot, entry: AppWrapperEntry) -> tuple[datetime | None, str]:

@@ -43,6 +43,7 @@ from mcad.core.capacity import (
 from mcad.core.demand import Demand, PodSet
 from mcad.core.quantity import format_quantity
 from mcad.core.resources import ResourceList
+from mcad.core.topology import TopologyPin
 
 
 class PlacementPolicy(StrEnum):
@@ -140,6 +141,8 @@ class Placement:
     pods: tuple[tuple[NodeName, int], ...]
     takes: GangTakes = field(default=(), compare=False, repr=False)
     node_names: tuple[NodeName, ...] = field(default=(), compare=False, repr=False)
+    pin: TopologyPin | None = None
+    """The topology domains its pods are kept in (a gang that asks for a topology)."""
 
     def node_requests(self) -> dict[NodeName, ResourceList]:
         """What the placed pods request on each node."""
@@ -181,8 +184,13 @@ def fit_gang(pool: NodePool, demand: Demand, *, explain: bool = True) -> GangTak
     """Place every pod of ``demand`` on ``pool`` and apply the takes, or explain why not.
 
     On failure nothing stays applied and the answer is the sentence (``""`` unless
-    ``explain``: the explanation costs more than the attempt).
+    ``explain``: the explanation costs more than the attempt). A gang that asks for a
+    topology is fitted inside its domains (``mcad.core.domainfit``), wherever this is
+    asked: placement, holding room for a preemptor, victims, estimates.
     """
+    if demand.topology is not None:
+        from mcad.core import domainfit  # noqa: PLC0415 (it builds on this module)
+        return domainfit.fit_gang_in_domains(pool, demand, explain=explain)
     done: list[tuple[PodSet, tuple[Take, ...]]] = []
     for pod_set in biggest_first(demand.pod_sets):
         takes = pool.fit(pod_set, pod_set.count, partial=explain)
@@ -268,13 +276,15 @@ def _why_no_node_accepts(pool: NodePool, pod_set: PodSet, what: str) -> str:
     return f"no node accepts {what}: {'; '.join(parts)}"
 
 
-def _placement(cluster: ClusterName, pool: NodePool, takes: GangTakes) -> Placement:
+def placement_of(cluster: ClusterName, pool: NodePool, takes: GangTakes, *,
+                 pin: TopologyPin | None = None) -> Placement:
+    """The ``Placement`` of a gang whose ``takes`` are applied on ``pool``."""
     per_node: dict[int, int] = {}
     for _, set_takes in takes:
         for index, pods in set_takes:
             per_node[index] = per_node.get(index, 0) + pods
     return Placement(cluster, tuple((pool.names[i], n) for i, n in sorted(per_node.items())),
-                     takes, pool.names)
+                     takes, pool.names, pin)
 
 
 # -- the per-cycle board --------------------------------------------------------------------
@@ -370,10 +380,13 @@ class ClusterBoard:
         ranked = self.ranked(demand, candidates, policy=policy, avoid=avoid)
         if not ranked:
             return NoFit(self._why_no_cluster_total(demand, candidates))
+        if demand.topology is not None:  # the cluster and the domain are chosen together
+            from mcad.core import domainfit  # noqa: PLC0415 (it builds on this module)
+            return domainfit.place_ranked(self, demand, ranked, avoid=avoid)
         for i in ranked:
             takes = fit_gang(self.pools[i], demand, explain=False)
             if not isinstance(takes, str):
-                return _placement(self.clusters[i].name, self.pools[i], takes)
+                return placement_of(self.clusters[i].name, self.pools[i], takes)
         first = ranked[0]
         why = fit_gang(self.pools[first], demand)
         assert isinstance(why, str)
@@ -406,7 +419,8 @@ class ClusterBoard:
         for i in candidates:
             pool = self._empty.get(i)
             if pool is None:
-                pool = self._empty[i] = NodePool.empty(self.clusters[i].nodes)
+                pool = self._empty[i] = NodePool.empty(self.clusters[i].nodes,
+                                                       self.clusters[i].topology)
             takes = fit_gang(pool, demand, explain=False)
             if not isinstance(takes, str):
                 for pod_set, set_takes in takes:
@@ -436,10 +450,16 @@ def place(demand: Demand, cluster: ClusterCapacity) -> Placement | NoFit:
         return NoFit(f"cluster {cluster.name} is "
                      f"{'not ready' if not cluster.ready else 'not schedulable'}")
     pool = NodePool.of(cluster)
+    if demand.topology is not None:
+        from mcad.core import domainfit  # noqa: PLC0415 (it builds on this module)
+        fit = domainfit.fit_in_domains(pool, demand, cluster=cluster.name)
+        if isinstance(fit, str):
+            return NoFit(fit)
+        return placement_of(cluster.name, pool, fit.takes, pin=fit.pin)
     takes = fit_gang(pool, demand)
     if isinstance(takes, str):
         return NoFit(takes)
-    return _placement(cluster.name, pool, takes)
+    return placement_of(cluster.name, pool, takes)
 
 
 def choose_cluster(demand: Demand, clusters: Iterable[ClusterCapacity], *,

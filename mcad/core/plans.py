@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from mcad.core.capacity import AppWrapperKey, NodeName
 from mcad.core.placement import Placement
 from mcad.core.resources import ResourceList
+from mcad.core.topology import TopologyPin
 from mcad.core.victims import Holder
 
 
@@ -82,6 +83,8 @@ class Grow:
     """Its size once grown."""
     extra: int
     message: str
+    pin: TopologyPin | None = None
+    """The topology domains it is pinned to: it grows inside them."""
 
 
 LeavingPods = tuple[tuple[NodeName, ResourceList], ...]

@@ -27,6 +27,7 @@ from mcad.core import elastic
 from mcad.core.books import CycleBooks
 from mcad.core.capacity import AppWrapperKey
 from mcad.core.demand import Demand
+from mcad.core.domainfit import domain_victims
 from mcad.core.placement import Placement
 from mcad.core.plans import HoldRoom, PreemptionPlan, Refused
 from mcad.core.quota import QuotaAssignment
@@ -111,7 +112,8 @@ def for_capacity(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
         return shrinking
     best: tuple[tuple[int, int, int, str], int, list[Holder]] | None = None
     for i in books.line.open(candidates):
-        found = capacity_victims(demand, books.board.pools[i], books.holders_on(i, lower))
+        victims_for = capacity_victims if demand.topology is None else domain_victims
+        found = victims_for(demand, books.board.pools[i], books.holders_on(i, lower))
         if found is None:
             continue
         rank = (gpus(found), len(found), max(v.priority for v in found),

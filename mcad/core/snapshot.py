@@ -19,6 +19,7 @@ from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
 from mcad.core.demand import Demand
 from mcad.core.placement import EVERY_CLUSTER, ClusterSelector, Placement, PlacementPolicy
 from mcad.core.quota import QuotaForest
+from mcad.core.topology import TopologyPin
 from mcad.core.victims import PreemptionPolicy
 
 
@@ -59,9 +60,11 @@ class Queued:
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
-    """Dispatched to ``cluster``: it holds quota and capacity there."""
+    """Dispatched to ``cluster``: it holds quota and capacity there (inside ``pin``'s
+    topology domains, when it is pinned)."""
 
     cluster: ClusterName
+    pin: TopologyPin | None = None
 
 
 Phase = Queued | Admitted

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,11 +202,24 @@ def _token_secret(template: Mapping[str, Any]) -> bool:
         isinstance(annotations, Mapping) and "kubernetes.io/service-account.name" in annotations)
 
 
-def _is_pod_template(key: object, value: Any) -> bool:
+def is_pod_template(key: object, value: Any) -> bool:
     """A PodTemplateSpec: a ``template`` whose spec has containers (Job, Deployment,
     JobSet, PyTorchJob, RayCluster... at any depth)."""
     return (key == "template" and isinstance(value, Mapping)
             and isinstance(value.get("spec"), Mapping) and "containers" in value["spec"])
+
+
+def pod_templates(node: Any) -> Iterator[Mapping[str, Any]]:
+    """Every pod template inside ``node`` (an object's spec), to read: a plan shares what
+    it does not change with the spec, so nothing found here may be changed in place."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if is_pod_template(key, value):
+                yield value
+            yield from pod_templates(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from pod_templates(value)
 
 
 def _with_pod_labels(node: Any, labels: Mapping[str, str]) -> Any:
@@ -216,7 +229,7 @@ def _with_pod_labels(node: Any, labels: Mapping[str, str]) -> Any:
     if isinstance(node, Mapping):
         out: dict[str, Any] | None = None
         for key, value in node.items():
-            if _is_pod_template(key, value):
+            if is_pod_template(key, value):
                 pod_meta = dict(value.get("metadata") or {})
                 pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
                 changed: Any = {**value, "metadata": pod_meta,

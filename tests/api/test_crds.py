@@ -154,7 +154,7 @@ def test_the_field_by_field_comparison_can_fail() -> None:
 @pytest.mark.parametrize(("kind", "short", "columns"), [
     ("AppWrapper", "aw", ["State", "Cluster", "Requeues", "Priority", "Pods", "Message", "Age"]),
     ("QuotaSubtree", "qst", ["Tree", "Parent", "Usage", "Valid", "Age"]),
-    ("SpokeCluster", "spoke", ["Ready", "Nodes", "GPUs free", "Reason", "Age"]),
+    ("SpokeCluster", "spoke", ["Ready", "Nodes", "GPUs free", "Topology", "Reason", "Age"]),
 ])
 def test_names_and_printer_columns(kind: str, short: str, columns: list[str]) -> None:
     crd = yaml.safe_load((crds.DEFAULT_DIR / RESOURCES[kind].filename).read_text())

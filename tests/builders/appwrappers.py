@@ -59,6 +59,7 @@ def pod_template(*, containers: Sequence[Wire] | None = None,
                  node_selector: Mapping[str, str] | None = None,
                  tolerations: Sequence[Mapping[str, Any]] | None = None,
                  overhead: Mapping[str, Quantity] | None = None,
+                 annotations: Mapping[str, str] | None = None,
                  restart_policy: str = "Never", **shape: Any) -> Wire:
     """A PodTemplateSpec; without ``containers`` one container of ``shape`` (cpu=...)."""
     spec: Wire = {"restartPolicy": restart_policy,
@@ -72,7 +73,8 @@ def pod_template(*, containers: Sequence[Wire] | None = None,
         spec["tolerations"] = [dict(t) for t in tolerations]
     if overhead:
         spec["overhead"] = {k: str(v) for k, v in overhead.items()}
-    return {"metadata": {}, "spec": spec}
+    return {"metadata": {"annotations": dict(annotations)} if annotations else {},
+            "spec": spec}
 
 
 class AppWrapperBuilder:
@@ -137,6 +139,14 @@ class AppWrapperBuilder:
         """``schedulingSpec.clusterScheduling.clusters``: where it may be dispatched."""
         scheduling = self._spec.setdefault("schedulingSpec", {})
         scheduling["clusterScheduling"] = {"clusters": [{"name": n} for n in names]}
+        return self
+
+    def topology(self, *, required: str | None = None,
+                 preferred: str | None = None) -> AppWrapperBuilder:
+        """``schedulingSpec.topology``: a node label key, required or preferred."""
+        asked = {k: v for k, v in (("required", required), ("preferred", preferred))
+                 if v is not None}
+        self._spec.setdefault("schedulingSpec", {})["topology"] = asked
         return self
 
     def status(self, **fields: Any) -> AppWrapperBuilder:

@@ -2,6 +2,7 @@
 
     cluster = (make_cluster("spoke-1").nodes(4, gpu=8, cpu=32, memory="256Gi")
                .label(region="east").used(0, gpu=4).obj())
+    racked = make_cluster("s").racks(blocks=2, racks=2, per_rack=2, gpu=8)  # levels too
     node = make_node("n1").alloc(gpu=8).taint("dedicated", "infra").obj()
 
 Resource keywords follow ``ResourceList.of`` (``gpu`` is ``nvidia.com/gpu``). Nodes are
@@ -23,6 +24,10 @@ from mcad.core.capacity import (
 )
 from mcad.core.demand import PodSet, Taint, Toleration
 from mcad.core.resources import ResourceList
+from mcad.core.topology import HOSTNAME, TopologyPin
+
+BLOCK, RACK = "example.com/block", "example.com/rack"
+"""The test topology's level labels (rack values repeat across blocks: b1/r1, b2/r1)."""
 
 
 def make_node(name: str) -> NodeBuilder:
@@ -87,12 +92,37 @@ class ClusterBuilder:
         self._schedulable = True
         self._reservations: list[Reservation] = []
         self._held: dict[AppWrapperKey, list[tuple[NodeName, ResourceList]]] = {}
+        self._levels: tuple[str, ...] = ()
 
     def nodes(self, count: int, **shape: int | str) -> ClusterBuilder:
         """Add ``count`` identical nodes with this allocatable shape."""
         for _ in range(count):
             self._nodes.append(make_node(f"{self.name}-node-{len(self._nodes) + 1}")
                                .alloc(**shape))
+        return self
+
+    def racks(self, *, blocks: int, racks: int, per_rack: int,
+              **shape: int | str) -> ClusterBuilder:
+        """Add ``blocks x racks x per_rack`` nodes labelled ``BLOCK`` (``b1``...),
+        ``RACK`` (``r1``... within each block) and hostname, in that order; the cluster's
+        levels become (BLOCK, RACK, hostname)."""
+        for block in range(1, blocks + 1):
+            for rack in range(1, racks + 1):
+                for _ in range(per_rack):
+                    name = f"{self.name}-node-{len(self._nodes) + 1}"
+                    self._nodes.append(make_node(name).alloc(**shape).label(
+                        **{BLOCK: f"b{block}", RACK: f"r{rack}", HOSTNAME: name}))
+        self._levels = (BLOCK, RACK, HOSTNAME)
+        return self
+
+    def levels(self, *keys: str) -> ClusterBuilder:
+        """The cluster's declared topology levels (none: a label is a level as it is)."""
+        self._levels = keys
+        return self
+
+    def node_label(self, index: int, key: str, value: str) -> ClusterBuilder:
+        """A label whose key is not a Python name on node ``index``."""
+        self._nodes[index].label(**{key: value})
         return self
 
     def node_shapes(self, shapes: Iterable[dict[str, int | str]]) -> ClusterBuilder:
@@ -145,9 +175,10 @@ class ClusterBuilder:
         self._schedulable = False
         return self
 
-    def reserve(self, key: str, *pod_sets: PodSet) -> ClusterBuilder:
+    def reserve(self, key: str, *pod_sets: PodSet,
+                pin: TopologyPin | None = None) -> ClusterBuilder:
         """Pods of a dispatched AppWrapper ``key`` not bound to a node yet."""
-        self._reservations.append(Reservation(AppWrapperKey(key), tuple(pod_sets)))
+        self._reservations.append(Reservation(AppWrapperKey(key), tuple(pod_sets), pin))
         return self
 
     def held(self, key: str, index: int, **shape: int | str) -> ClusterBuilder:
@@ -164,4 +195,5 @@ class ClusterBuilder:
                                labels=dict(self._labels), ready=self._ready,
                                schedulable=self._schedulable,
                                reservations=tuple(self._reservations),
-                               held_by={k: tuple(v) for k, v in self._held.items()})
+                               held_by={k: tuple(v) for k, v in self._held.items()},
+                               topology=self._levels)

@@ -31,6 +31,7 @@ from mcad.core.elastic import sized
 from mcad.core.placement import ClusterSelector, PlacementPolicy
 from mcad.core.quota import QuotaForest
 from mcad.core.resources import EMPTY
+from mcad.core.topology import TopologyPin
 from mcad.core.victims import PreemptionPolicy
 from tests.builders.appwrappers import make_appwrapper
 from tests.builders.clusters import ClusterBuilder
@@ -129,8 +130,14 @@ class EntryBuilder:
         self._selector = ClusterSelector.from_spec(spec)
         return self
 
-    def admitted(self, cluster: str) -> EntryBuilder:
-        self._phase = Admitted(ClusterName(cluster))
+    def admitted(self, cluster: str, pin: TopologyPin | None = None) -> EntryBuilder:
+        self._phase = Admitted(ClusterName(cluster), pin)
+        return self
+
+    def topology(self, *, required: str | None = None,
+                 preferred: str | None = None) -> EntryBuilder:
+        """``schedulingSpec.topology`` (read with the demand)."""
+        self.wire.topology(required=required, preferred=preferred)
         return self
 
     def avoid(self, cluster: str) -> EntryBuilder:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,12 +141,14 @@ class Hub:
         return answer
 
 
-def spoke_transport(nodes: int = 4, gpus: int = 8) -> ScriptedTransport:
-    """A spoke with ``nodes`` empty ready nodes, serving batch/v1 Jobs."""
+def spoke_transport(nodes: int = 4, gpus: int = 8,
+                    labels: Callable[[int], dict[str, str]] | None = None) -> ScriptedTransport:
+    """A spoke with ``nodes`` empty ready nodes (node ``i`` labelled ``labels(i)``),
+    serving batch/v1 Jobs."""
     spoke = ScriptedTransport("https://spoke.invalid")
     spoke.on("GET", "/readyz", reply(200))
     spoke.on("GET", "/api/v1/nodes", listing([
-        {"metadata": {"name": f"n{i}", "labels": {}},
+        {"metadata": {"name": f"n{i}", "labels": labels(i) if labels else {}},
          "status": {"allocatable": {GPU: str(gpus), "cpu": "32", "memory": "256Gi",
                                     "pods": "110"},
                     "conditions": [{"type": "Ready", "status": "True"}]}}

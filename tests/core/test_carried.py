@@ -21,10 +21,12 @@ from mcad.core.capacity import AppWrapperKey, Reservation
 from mcad.core.carried import CarriedCycle
 from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry, Snapshot, dispatch_cycle
 from mcad.core.snapshot import CycleResult
+from mcad.core.topology import TopologyRequest
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, demand_of, make_entry, make_snapshot
 from tests.core.test_cycle_properties import TREE, snapshots
+from tests.core.test_topology_properties import LEVELS, racked_clusters
 
 
 def decisions(result: CycleResult) -> tuple[object, ...]:
@@ -38,11 +40,12 @@ def applied(snapshot: Snapshot, result: CycleResult) -> Snapshot:
     reserve: dict[str, list[Reservation]] = {}
     for dispatch in result.dispatches:
         entry = by_key[dispatch.key]
-        by_key[dispatch.key] = dataclasses.replace(entry, phase=Admitted(dispatch.cluster),
-                                                   dispatched=snapshot.now)
+        pin = dispatch.placement.pin
+        by_key[dispatch.key] = dataclasses.replace(
+            entry, phase=Admitted(dispatch.cluster, pin=pin), dispatched=snapshot.now)
         if entry.demand is not None:
             reserve.setdefault(dispatch.cluster, []).append(
-                Reservation(dispatch.key, entry.demand.pod_sets))
+                Reservation(dispatch.key, entry.demand.pod_sets, pin=pin))
     for eviction in result.evictions:
         by_key[eviction.key] = dataclasses.replace(by_key[eviction.key], draining=True,
                                                    draining_for=eviction.for_key)
@@ -129,6 +132,33 @@ def crowded(draw: st.DrawFn) -> tuple[Snapshot, object]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(crowded(), st.data())
 def test_the_carried_cycle_decides_as_a_full_one_on_a_crowded_queue(
+        case: tuple[Snapshot, object], data: st.DataObject) -> None:
+    run_cycles(case[0], data)
+
+
+@st.composite
+def racked(draw: st.DrawFn) -> tuple[Snapshot, object]:
+    """The crowded queue on clusters of blocks of racks, a third of it asking for a
+    topology level (required or preferred)."""
+    snapshot, specs = draw(crowded())
+    entries = []
+    for entry in snapshot.appwrappers:
+        if isinstance(entry.phase, Admitted):
+            continue  # (they ran on clusters of other names)
+        if entry.demand is not None and draw(st.integers(0, 2)) == 0:
+            request = TopologyRequest(draw(st.sampled_from(LEVELS)), draw(st.booleans()),
+                                      "test")
+            entries.append(dataclasses.replace(
+                entry, demand=dataclasses.replace(entry.demand, topology=request)))
+        else:
+            entries.append(entry)
+    return dataclasses.replace(snapshot, clusters=draw(racked_clusters()),
+                               appwrappers=tuple(entries)), specs
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(racked(), st.data())
+def test_the_carried_cycle_decides_as_a_full_one_with_topology(
         case: tuple[Snapshot, object], data: st.DataObject) -> None:
     run_cycles(case[0], data)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from mcad.core.capacity import AppWrapperKey
 from mcad.core.cycle import dispatch_cycle
 from mcad.core.explain import describe_demand, explain, queue_rows, with_candidate
-from tests.builders.clusters import ClusterBuilder, make_cluster
+from tests.builders.clusters import RACK, ClusterBuilder, make_cluster
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import EntryBuilder, at, make_entry, make_snapshot
 
@@ -105,3 +105,29 @@ def test_a_waiting_elastic_appwrapper_shows_the_sizes_it_may_start_with() -> Non
     checks = {c.step: c.detail for c in explain(snapshot, result,
                                                   AppWrapperKey("default/elastic")).checks}
     assert checks["demand"].endswith("elastic: may start with 2 to 4 pods")
+
+
+def test_explain_shows_each_cluster_and_each_domain_of_the_level_asked() -> None:
+    """A required-rack 2 x 8 gang: spoke-1's free GPUs are scattered (4 on every node),
+    spoke-2 has one empty rack."""
+    spoke_1 = make_cluster("spoke-1").racks(blocks=1, racks=2, per_rack=2, gpu=8)
+    for index in range(4):
+        spoke_1.used(index, gpu=4)
+    spoke_2 = make_cluster("spoke-2").racks(blocks=1, racks=2, per_rack=2, gpu=8) \
+        .used(0, gpu=8).used(1, gpu=4)
+    snapshot = make_snapshot(now=at(100)).clusters(spoke_1, spoke_2).add(
+        make_entry("train").job(pods=2, gpu=8).topology(required=RACK)).obj()
+    why = explain(snapshot, dispatch_cycle(snapshot), AppWrapperKey("default/train"))
+    assert why is not None and why.outcome == "Dispatched"
+    one, two = why.clusters
+    assert (one.ok, two.ok) == (False, True)
+    assert one.detail.startswith("no rack holds the whole gang (16 nvidia.com/gpu)")
+    assert [(d.domain, d.ok) for d in one.domains] == [("rack b1/r1", False),
+                                                       ("rack b1/r2", False)]
+    assert two.detail == ("the whole gang fits now in nodes spoke-2-node-3, spoke-2-node-4 "
+                          "(rack b1/r2): 1 on spoke-2-node-3, 1 on spoke-2-node-4")
+    assert [(d.domain, d.ok, d.detail) for d in two.domains] == [
+        ("rack b1/r2", True, "16 nvidia.com/gpu free: the whole gang fits"),
+        ("rack b1/r1", False, "4 nvidia.com/gpu free: no node has 8 free nvidia.com/gpu for "
+                              "a pod of GenericItems[0] Job/train-job-0 (largest free: 4 on "
+                              "node spoke-2-node-2)")]

@@ -200,3 +200,24 @@ def test_render_is_the_text_exposition_of_mcad_metrics_only() -> None:
     names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
     assert all(name.startswith("mcad_") for name in names), names
     assert "python_gc_objects_collected" not in text  # not the global registry
+
+
+# -- topology ------------------------------------------------------------------------------
+
+def test_free_gpus_per_domain_and_the_fragments_in_devices() -> None:
+    cluster = unique("racked")
+    gpu = 10**9
+    metrics.report_topology(cluster, fragmented=4 * gpu, domains=[
+        ("example.com/rack", "b1/r1", 12 * gpu), ("example.com/rack", "b1/r2", 16 * gpu)])
+    assert value("mcad_cluster_fragmented_gpus", cluster=cluster) == 4
+    assert value("mcad_topology_domain_free_gpus", cluster=cluster, level="example.com/rack",
+                 domain="b1/r1") == 12
+    metrics.report_topology(cluster, fragmented=0, domains=[
+        ("example.com/rack", "b1/r2", 8 * gpu)])
+    assert value("mcad_topology_domain_free_gpus", cluster=cluster, level="example.com/rack",
+                 domain="b1/r1") is None, "a domain no longer there loses its series"
+    metrics.forget_topology(cluster)
+    assert value("mcad_topology_domain_free_gpus", cluster=cluster, level="example.com/rack",
+                 domain="b1/r2") is None
+    assert value("mcad_cluster_fragmented_gpus", cluster=cluster) is None
+    metrics.forget_topology(cluster)  # twice is harmless
