@@ -58,6 +58,8 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 REQUEST_TIMEOUT_S = 30.0
+RETRY_BUDGET_S = 60.0
+"""No retry starts this long after a request's first attempt did."""
 ATTEMPTS = 5
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """Longest watch event accepted. etcd refuses objects over 1.5 MiB by default, so a line
@@ -130,18 +132,22 @@ class Connection:
         """
         data = None if body is None else json.dumps(body).encode()
         allowed = attempts or self.attempts
+        started = time.monotonic()
         try:
             return await self._once(method, path, params=params, data=data,
                                     content_type=content_type, timeout=timeout,
                                     fenced=fenced, accept=accept)
         except RETRYABLE as first:
-            if allowed <= 1:
+            # The budget counts from the first attempt: a request to a server that
+            # does not answer gives up after RETRY_BUDGET_S in all, not that much more.
+            budget = RETRY_BUDGET_S - (time.monotonic() - started)
+            if allowed <= 1 or budget <= 0:
                 raise
             await asyncio.sleep(_RetryAfterWait(multiplier=0.1, max=5.0).after(first, 1))
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(RETRYABLE),
             wait=_RetryAfterWait(multiplier=0.1, max=5.0, first_attempt=2),
-            stop=stop_after_attempt(allowed - 1) | stop_after_delay(60),
+            stop=stop_after_attempt(allowed - 1) | stop_after_delay(budget),
             reraise=True,
         ):
             with attempt:

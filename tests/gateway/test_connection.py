@@ -4,6 +4,7 @@ the token asked for on every request, and the write fence in front of every writ
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -18,7 +19,7 @@ from mcad.gateway.errors import (
     ServerError,
     Unreachable,
 )
-from mcad.gateway.transport import TransportError
+from mcad.gateway.transport import Reply, TransportError
 from tests.gateway.scripted import ScriptedTransport, refused, reply, status
 
 PATH = "/api/v1/pods"
@@ -94,6 +95,23 @@ async def test_server_errors_give_up_after_the_attempts() -> None:
     transport.on("GET", "/a", status(500))
     with pytest.raises(ServerError):
         await transport.connection(attempts=2).request("GET", "/a")
+    assert len(transport.sent("GET", "/a")) == 2
+
+
+async def test_the_retry_budget_counts_from_the_first_attempt(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that never answers: each attempt ends at its timeout (here 0.2 s). With
+    a budget of 0.3 s, the second attempt ends past it and no third one starts."""
+    monkeypatch.setattr(conn_module, "RETRY_BUDGET_S", 0.3)
+
+    async def times_out(_request: object) -> Reply:
+        await asyncio.sleep(0.2)
+        raise TransportError("timed out")
+
+    transport = ScriptedTransport()
+    transport.on("GET", "/a", times_out)
+    with pytest.raises(Unreachable):
+        await transport.connection(attempts=10).request("GET", "/a")
     assert len(transport.sent("GET", "/a")) == 2
 
 
