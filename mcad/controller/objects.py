@@ -56,6 +56,10 @@ from mcad.gateway.refs import ResourceRef
 
 log = logging.getLogger(__name__)
 MANAGED_LABEL = "workload.codeflare.dev/managed"
+CLEAR_TIMEOUT_S, CLEAR_ATTEMPTS = 10.0, 2
+"""Each request of one clearing step gives up within about 20 s: the step is retried by
+the reconciler anyway, and a deletion on a cluster that stopped answering must reach
+``spokeLostSeconds`` on time, not wait out the default budget of a minute per request."""
 """On the spoke namespaces mcad created: where it may write."""
 
 
@@ -258,7 +262,8 @@ class ObjectManager:
             for api_version, kind, name in self.created(rec):
                 try:
                     ref = await link.discovery.resource_for(api_version, kind)
-                    existing = await verbs.get(link.conn, ref, name, namespace=rec.namespace)
+                    existing = await verbs.get(link.conn, ref, name, namespace=rec.namespace,
+                                               timeout=CLEAR_TIMEOUT_S, attempts=CLEAR_ATTEMPTS)
                 except (NotFound, UnknownKind):
                     continue
                 if not is_ours(existing, uid=rec.uid):
@@ -266,7 +271,8 @@ class ObjectManager:
                 left += 1
                 if not (existing.get("metadata") or {}).get("deletionTimestamp"):
                     await verbs.delete(link.conn, ref, name, namespace=rec.namespace,
-                                       propagation="Background")
+                                       propagation="Background", timeout=CLEAR_TIMEOUT_S,
+                                       attempts=CLEAR_ATTEMPTS)
         except ApiError as err:
             metrics.count_api_error(link.name, err.reason or type(err).__name__)
             return None
