@@ -113,6 +113,10 @@ _lease_renewal = Histogram(
     "mcad_lease_renewal_seconds", "How late each renewal of the leader's Lease was confirmed: "
     "from when it was due to the API server's answer (past 10 s the Lease is lost).",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0), registry=REGISTRY)
+_leadership_lost = Counter(
+    "mcad_leadership_lost_total", "Terms that ended because the Lease could not be renewed "
+    "in time (a replica that leads and is not stopped should never count one).",
+    registry=REGISTRY)
 _events_dropped = Counter(
     "mcad_events_dropped_total", "Kubernetes Events not recorded because the sender's queue "
     "was full (the hub is slow to take them).", registry=REGISTRY)
@@ -240,6 +244,11 @@ def count_reconcile_error(queue: str) -> None:
 def observe_lease_renewal(seconds: float) -> None:
     """A renewal of the leader's Lease was confirmed ``seconds`` after it was due."""
     _lease_renewal.observe(seconds)
+
+
+def count_leadership_lost() -> None:
+    """This replica's term ended: its Lease was not renewed within the renew deadline."""
+    _leadership_lost.inc()
 
 
 def count_event_dropped() -> None:

@@ -126,6 +126,7 @@ class LeaderElector:
                                       name="lease renewal")
                     group.create_task(lead(), name="leader work")
             except* LeadershipLost:
+                metrics.count_leadership_lost()
                 log.error("lost the leadership: the Lease %s/%s was not renewed within %.0fs; "
                           "stopped writing, campaigning again", self.namespace, self.name,
                           self.timings.renew_deadline)

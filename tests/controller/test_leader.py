@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from mcad import metrics
 from mcad.controller.leader import LeaderElector, Timings
 from mcad.gateway.errors import Fenced
 from mcad.gateway.transport import Reply, TransportError
@@ -125,6 +126,7 @@ async def test_a_leader_that_cannot_renew_stops_before_the_lease_can_be_taken() 
         finally:
             stopped.append(loop.time())
 
+    lost_before = metrics.REGISTRY.get_sample_value("mcad_leadership_lost_total") or 0.0
     task = asyncio.create_task(a.run(lead))
     await asyncio.sleep(5)
     a.fence()  # leading: writes pass
@@ -144,6 +146,7 @@ async def test_a_leader_that_cannot_renew_stops_before_the_lease_can_be_taken() 
     assert fenced_at - cut <= Timings().renew_deadline + 0.3
     assert stopped[0] - cut <= Timings().renew_deadline + Timings().retry_period + 0.3
     assert stopped[0] - cut < Timings().lease_duration
+    assert metrics.REGISTRY.get_sample_value("mcad_leadership_lost_total") == lost_before + 1
     slot.down = False
     await asyncio.sleep(10)
     assert a.leading  # campaigned again and won (nobody else is there)
