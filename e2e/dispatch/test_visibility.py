@@ -72,6 +72,12 @@ async def test_queue_lists_the_waiting_in_order_and_explain_names_each_spoke(
         (1, "p9", 9), (2, "p5", 5), (3, "p1", 1)]
     assert {i["reason"] for i in items} == {"InsufficientCapacity"}
     assert {i["demand"] for i in items} == {"1x8 GPU"}
+    # Without --controller: the leader runs outside the hub (as the README's first way
+    # does), and the Lease it renews says at which URL it answers.
+    code, out, err = await cli("queue", "-n", ns, "-o", "json",
+                               "--hub-kubeconfig", str(mcad.hub_kubeconfig))
+    assert code == 0, err
+    assert [i["name"] for i in json.loads(out)["items"]] == ["p9", "p5", "p1"]
     code, table, _ = await cli("queue", "-n", ns, "--controller", controller)
     assert code == 0
     lines = table.splitlines()

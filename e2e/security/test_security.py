@@ -46,7 +46,8 @@ def webhook_controller(mcad: ControllerProcess, kubectl_bin: Path, hub: Cluster,
     port = free_ports(1)[0]
     own = ControllerProcess(mcad.hub_kubeconfig, tmp_path, name="mcad-webhook", extra_args=(
         "--webhook-address", f"127.0.0.1:{port}",
-        "--webhook-url", f"https://127.0.0.1:{port}/validate-appwrapper"))
+        # No path: mcad adds its own (registered as given, every create would fail).
+        "--webhook-url", f"https://127.0.0.1:{port}"))
     mcad.stop()
     try:
         own.start()

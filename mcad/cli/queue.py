@@ -3,8 +3,9 @@
 Both ask the leading controller (``mcad.visibility``), which answers from its last
 dispatch cycle, so what they print is what the dispatcher decided, never a second
 opinion. The controller is reached at ``--controller URL`` (or $MCAD_CONTROLLER), e.g.
-after ``kubectl port-forward``; without it, through the hub's API server: the leader
-Lease names the leader's pod and the request goes through the pod proxy
+after ``kubectl port-forward``; without it, the leader Lease on the hub says where the
+leader answers: a URL when it runs outside the hub (``mcad run`` on a laptop or a
+machine of its own), or its pod, reached through the API server's pod proxy
 (``pods/proxy`` get in the controller's namespace is the right that needs).
 
 Exit status: 0 answered, 1 the controller could not answer (the sentence says why),
@@ -21,6 +22,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -28,6 +30,7 @@ from typing import IO, Any
 import yaml
 
 from mcad.cli.cluster import age, columns
+from mcad.controller.leader import CONTROLLER_POD_ANNOTATION, CONTROLLER_URL_ANNOTATION
 from mcad.gateway.connection import connect, default_kubeconfig_path
 from mcad.gateway.errors import ApiError, GatewayError
 
@@ -214,13 +217,52 @@ async def _ask_through_hub(args: argparse.Namespace, method: str, path: str,
         if not holder:
             raise NoAnswer(f"no controller holds the Lease {namespace}/{LEASE}: none is "
                            "running")
-        proxy = f"/api/v1/namespaces/{namespace}/pods/{holder}:{METRICS_PORT}/proxy{path}"
+        where = leader_address(holder, (lease.get("metadata") or {}).get("annotations") or {})
+        if isinstance(where, LeaderUrl):
+            return await asyncio.to_thread(_ask_url, where.url, method, path, params, body)
+        proxy = f"/api/v1/namespaces/{namespace}/pods/{where.pod}:{where.port}/proxy{path}"
         try:
             return await hub.request(method, proxy, params=params, body=body, attempts=1)
         except ApiError as error:
+            if error.status == 404 and where.guessed:
+                raise NoAnswer(
+                    f"the leader {holder} does not run in a pod on the hub and publishes no "
+                    "address on its Lease: pass --controller "
+                    "http://HOST:PORT, the address of its --metrics-address, or set "
+                    "$MCAD_CONTROLLER") from None
             raise NoAnswer(_refusal(error.status, json.dumps(error.body).encode())) from None
     finally:
         await hub.close()
+
+
+@dataclass(frozen=True)
+class LeaderUrl:
+    """The leader runs outside the hub and answers at this URL."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class LeaderPod:
+    """The leader runs in this pod of the controller's namespace; reached by pod proxy."""
+
+    pod: str
+    port: int
+    guessed: bool = False
+    """True when the Lease says nothing and the pod is read from the holder's identity."""
+
+
+def leader_address(holder: str, annotations: dict[str, str]) -> LeaderUrl | LeaderPod:
+    """Where the leader answers, from what it wrote on its Lease (``mcad run`` writes a
+    URL when it runs outside the hub, its pod and port inside). A Lease without either
+    was written by an older mcad: the holder identity is ``<pod>_<random>``."""
+    url = annotations.get(CONTROLLER_URL_ANNOTATION)
+    if url:
+        return LeaderUrl(url)
+    pod, _, port = (annotations.get(CONTROLLER_POD_ANNOTATION) or "").rpartition(":")
+    if pod and port.isdigit():
+        return LeaderPod(pod, int(port))
+    return LeaderPod(holder.rpartition("_")[0] or holder, METRICS_PORT, guessed=True)
 
 
 def _refusal(status: int, raw: bytes) -> str:

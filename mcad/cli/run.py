@@ -16,14 +16,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from mcad import visibility
 from mcad.config import ConfigError, RunConfig, load_run_config
-from mcad.controller.leader import LeaderElector, Timings, default_identity
+from mcad.controller.leader import (
+    CONTROLLER_POD_ANNOTATION,
+    CONTROLLER_URL_ANNOTATION,
+    LeaderElector,
+    Timings,
+    default_identity,
+)
 from mcad.controller.runner import Controller
 from mcad.core.snapshot import CycleResult, Snapshot
 from mcad.gateway.connection import (
@@ -36,6 +45,7 @@ from mcad.gateway.connection import (
 from mcad.gateway.errors import BadKubeconfig
 from mcad.server import ListenError, bound_port, start_server
 from mcad.webhook.certmanager import CertManager, Registration
+from mcad.webhook.server import PATH as WEBHOOK_PATH
 from mcad.webhook.server import WebhookServer
 
 EXIT_BUG = 70
@@ -137,10 +147,51 @@ def _registration(args: argparse.Namespace) -> Registration | None:
         service = (namespace, name)
     if not args.webhook_url and service is None:
         return None
-    if args.webhook_url and not str(args.webhook_url).startswith("https://"):
-        raise ListenError(f"--webhook-url {args.webhook_url!r} is not an https:// URL")
-    return Registration(url=args.webhook_url or "", service=service,
-                        extra_hosts=tuple(args.webhook_host))
+    url = webhook_url(args.webhook_url) if args.webhook_url else ""
+    return Registration(url=url, service=service, extra_hosts=tuple(args.webhook_host))
+
+
+def webhook_url(given: str) -> str:
+    """The URL the API server is told to call, from ``--webhook-url``.
+
+    mcad serves its webhook at one path only, so a URL without a path
+    (``https://HOST:PORT``) gets that path added: registered as given, the API server
+    would call ``/`` and every AppWrapper create would fail. A URL whose path ends with
+    it (behind a proxy that adds a prefix) is kept; any other path is refused with a
+    sentence before anything is registered.
+    """
+    parsed = urlparse(given)
+    if parsed.scheme != "https" or not parsed.hostname:
+        raise ListenError(f"--webhook-url {given!r} is not an https:// URL")
+    if parsed.query or parsed.fragment:
+        raise ListenError(f"--webhook-url {given!r} has a query or fragment; give "
+                          f"https://HOST:PORT{WEBHOOK_PATH}")
+    path = parsed.path.rstrip("/")
+    if not path:
+        return parsed._replace(path=WEBHOOK_PATH).geturl()
+    if path.endswith(WEBHOOK_PATH):
+        return parsed._replace(path=path).geturl()
+    raise ListenError(f"--webhook-url {given!r} ends in {parsed.path!r}, but mcad serves "
+                      f"its webhook at {WEBHOOK_PATH}: give https://HOST:PORT{WEBHOOK_PATH}, "
+                      "or the URL without a path")
+
+
+def lease_annotations(metrics_address: str, port: int, pod: str | None) -> dict[str, str]:
+    """How ``mcad queue`` / ``explain`` reach this replica when it leads, for the Lease.
+
+    In a pod on the hub (``POD_NAME`` set by the manifests) the CLI goes through the
+    API server's pod proxy, so the pod and port are enough; outside the hub (the
+    README's "nothing installed on the hub" path) the pod proxy cannot reach it, so the
+    URL of the visibility endpoints is published instead.
+    """
+    if pod:
+        return {CONTROLLER_POD_ANNOTATION: f"{pod}:{port}"}
+    host = metrics_address.rpartition(":")[0].strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.getfqdn()
+    if ":" in host:
+        host = f"[{host}]"
+    return {CONTROLLER_URL_ANNOTATION: f"http://{host}:{port}"}
 
 
 async def _connect_hub(kubeconfig: Path | None, name: str) -> Connection:
@@ -211,6 +262,10 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
         if args.health_address:
             runners.append(await start_server(args.health_address, ready=readiness))
         log.info("serving metrics on port %d", bound_port(runners[0]))
+        if elector is not None:
+            elector.annotations = lease_annotations(args.metrics_address,
+                                                    bound_port(runners[0]),
+                                                    os.environ.get("POD_NAME"))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
