@@ -6,7 +6,8 @@ Every flag that is not a default is here for a reason on a loopback-only machine
 the kubernetes Service, the ServiceAccount admission plugin off so pods can be
 created in a namespace before its default ServiceAccount exists, secure ports of
 the controller-manager and scheduler off (nothing scrapes them), leader election
-off (one replica each), and etcd without fsync (a throw-away lab store).
+off (one replica each), etcd without fsync (a throw-away lab store), and no node
+Leases, with an hour's grace before a quiet node is taken for dead (see ``stages``).
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ def controller_manager(art: Artifacts, *, kubeconfig: Path, creds: Credentials) 
         f"--cluster-cidr={POD_CIDR}", f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--kube-api-qps=200", "--kube-api-burst=400",
         "--concurrent-job-syncs=20", "--concurrent-gc-syncs=40",
+        # KWOK nodes send no Leases and a status heartbeat every 10 to 30 minutes
+        # (``stages``): the node lifecycle controller waits an hour before it takes a
+        # quiet node for a dead one. It stays on, since it is what removes the
+        # not-ready taint the API server puts on every new node.
+        "--node-monitor-grace-period=1h",
         "--v=1",
     ]
 
@@ -100,6 +106,6 @@ def kwok(art: Artifacts, *, kubeconfig: Path, stages: Path) -> list[str]:
         str(art.path("kwok")), f"--kubeconfig={kubeconfig}", f"--config={stages}",
         "--manage-all-nodes=false",
         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-        "--node-lease-duration-seconds=40", f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
+        "--node-lease-duration-seconds=0", f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
         "--v=WARN",
     ]

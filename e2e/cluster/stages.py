@@ -1,8 +1,16 @@
-"""KWOK Stages: how fake pods behave on the test bed's fake nodes.
+"""KWOK Stages: how the test bed's fake nodes and pods behave.
 
-KWOK >= v0.7 applies default stages only for a resource that has none in the
-config, so the pod lifecycle below is complete on its own (node stages stay
-KWOK's defaults: initialize, then heartbeat with leases). Annotations drive it:
+KWOK >= v0.7 applies default stages only for a resource that has none in the config,
+so both lifecycles below are complete on their own.
+
+Nodes: made Ready at once (``node-initialize``), then a status heartbeat every 10 to
+30 minutes and no node Leases (KWOK runs with ``--node-lease-duration-seconds=0``;
+kube-controller-manager's node lifecycle controller gives a quiet node an hour before
+it marks it NotReady, and removes the not-ready taint every new node is created with). KWOK's defaults renew every node's Lease every 10 s: 300 writes a
+second for 3 x 1,000 nodes, more than these 2 cores give the whole test bed; the
+scale runs need the API servers' time for the work they measure.
+
+Pods: annotations drive them:
 
 - no annotation: Running and Ready ``READY_DELAY`` after being bound, until deleted;
 - ``mcad.test/runtime: "<duration>"`` (``1.5s``, ``72s``): Succeeds that long after Running;
@@ -158,6 +166,91 @@ spec:
       empty: true
     delete: true
 """
+
+
+NODE_STATUS = """
+      {{ $now := Now }}
+      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $lastTransitionTime | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type | Quote }}
+      {{ end }}
+      addresses:
+      {{ with .status.addresses }}
+      {{ YAML . 1 }}
+      {{ else }}
+      {{ with NodeIP }}
+      - address: {{ . | Quote }}
+        type: InternalIP
+      {{ end }}
+      {{ with NodeName }}
+      - address: {{ . | Quote }}
+        type: Hostname
+      {{ end }}
+      {{ end }}
+      allocatable:
+      {{ YAML .status.allocatable 1 }}
+      capacity:
+      {{ YAML .status.capacity 1 }}
+      nodeInfo:
+        architecture: amd64
+        operatingSystem: linux
+        kubeletVersion: {{ printf "kwok-%s" Version }}
+      phase: Running
+"""
+
+NODE_INITIALIZE = """apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-initialize
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values: ['True']
+  next:
+    statusTemplate: |""" + NODE_STATUS
+
+NODE_HEARTBEAT = """apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-heartbeat-slow
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Running']
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'In'
+      values: ['True']
+  delay:
+    durationMilliseconds: 600000
+    jitterDurationMilliseconds: 1200000
+  next:
+    statusTemplate: |""" + NODE_STATUS
+
+
+def node_stages() -> str:
+    """The node Stages: Ready at once, then a rare status heartbeat (no Leases)."""
+    return "---\n".join([NODE_INITIALIZE, NODE_HEARTBEAT])
+
+
+def all_stages() -> str:
+    """Every node and pod Stage, as one multi-document YAML for ``kwok --config``."""
+    return "---\n".join([node_stages(), pod_stages()])
 
 
 def pod_stages() -> str:

@@ -165,7 +165,7 @@ class Supervisor:
         deadline = started + STARTUP_TIMEOUT_S
         self.logs.mkdir(parents=True, exist_ok=True)
         self.creds = creds = make_credentials(self.dir / "pki")
-        (self.dir / "stages.yaml").write_text(stages.pod_stages())
+        (self.dir / "stages.yaml").write_text(stages.all_stages())
         self._save()
         self._start("etcd", components.etcd(self.art, data_dir=self.dir / "etcd",
                                              port=self.state.etcd_port,
@@ -194,7 +194,7 @@ class Supervisor:
             if self.spec.nodes_of(c.name):
                 self._start(f"{c.name}-kwok", components.kwok(
                     self.art, kubeconfig=kc, stages=self.dir / "stages.yaml"))
-                self.kubectl(c, "apply", "-f", "-", stdin=nodes.nodes_document(c.name, self.spec))
+                self.kubectl(c, "create", "-f", "-", stdin=nodes.nodes_document(c.name, self.spec))
         for c in self.state.clusters:
             if self.spec.nodes_of(c.name):
                 self._wait(f"{c.name} nodes Ready", lambda c=c: self._nodes_ready(c), deadline)  # type: ignore[misc]
