@@ -154,11 +154,27 @@ class PodRecorder:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def follow(self, conn: Connection, namespace: str) -> None:
-        async for items in seen_objects(conn, PODS, namespace=namespace):
+        async for event in watch_objects(conn, PODS, namespace=namespace):
             now = time.monotonic()
-            for pod in items:
-                self._see(pod, now)
+            if isinstance(event, Relisted):
+                listed = {p["metadata"]["uid"] for p in event.items}
+                for uid in self.pods.keys() - listed:
+                    self._gone(uid, now)
+                for pod in event.items:
+                    self._see(pod, now)
+            elif isinstance(event, Changed):
+                self._see(event.obj, now)
+                if event.type == "DELETED":
+                    self._gone(event.obj["metadata"]["uid"], now)
             self.changed.set()
+
+    def _gone(self, uid: str, now: float) -> None:
+        """A pod deleted before it was seen to end (its Job failed or was deleted, a
+        requeue): it holds nothing from now on. Without this, it would be counted as
+        holding its CPUs for the rest of the run, and its replacement beside it."""
+        life = self.pods.get(uid)
+        if life is not None and life.running is not None and life.finished is None:
+            life.finished = now
 
     def _see(self, pod: dict[str, Any], now: float) -> None:
         uid = pod["metadata"]["uid"]

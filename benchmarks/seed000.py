@@ -213,9 +213,14 @@ def figures(run: Run, jobs: int, scale: float) -> dict[str, Any]:
     concurrent = NODES * CPU_PER_NODE // (PODS * CPU_PER_POD)
     best = concurrent / mean_work  # Jobs per second, with every CPU busy all the time
     throughput = len(done) / makespan if makespan else 0.0
+    _, held, _ = cpus_over_time(run, scale)
+    if max(held) > NODES * CPU_PER_NODE:  # pods counted twice or after they were gone
+        say(f"WARNING: the pod recorder counts {max(held)} CPUs held on a cluster of "
+            f"{NODES * CPU_PER_NODE}: its figures cannot be trusted")
     return {"completed": len(done), "failed": failed, "makespan_s": makespan,
             "throughput_jobs_per_min": throughput * 60, "max_jobs_per_min": best * 60,
-            "throughput_vs_max": throughput / best if best else 0.0}
+            "throughput_vs_max": throughput / best if best else 0.0,
+            "cpus_held_max": max(held)}
 
 
 def cpus_over_time(run: Run, scale: float) -> tuple[list[float], list[int], list[int]]:
