@@ -14,6 +14,16 @@ Kubernetes resource name; their values are in natural units (``cpu`` in cores,
 divided by 1e9. Series of things that are gone (a forgotten cluster, a deleted quota
 node, a resource a cluster no longer has) are removed, not left at their last value.
 
+No empty panels: a labelled series exists only once ``.labels()`` was called for it, so
+a counter that has not counted yet serves nothing, the dashboard says "No data" and a
+``rate()`` alert misses the first increase (Prometheus's instrumentation guide: "avoid
+missing metrics"). So every labelled series whose label values are known is created at
+0 up front: the reasons, directions and pending reasons at import (the values come from
+the core's constants, so a new reason cannot be forgotten here), the per-cluster, per-task
+and per-queue series when that cluster, task or queue comes into being
+(``register_cluster``, ``register_task``, ``register_work_queue``). Series labelled by
+AppWrapper, quota node or topology domain are left to appear with what they describe.
+
 Metrics live on a dedicated ``REGISTRY`` rather than prometheus_client's global one,
 so importing mcad in another process exports nothing unexpected and tests read
 exactly what mcad reported.
@@ -25,12 +35,38 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from mcad.core.elastic import GROW, SHRINK
+from mcad.core.requeue import (
+    INSUFFICIENT_PODS_READY,
+    KIND_NOT_SERVED,
+    SPEC_CHANGED,
+    SPOKE_LOST,
+    WRAPPED_OBJECT_FAILED,
+)
 from mcad.core.resources import ResourceList
+from mcad.core.snapshot import PREEMPTED, PendingReason
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 APPWRAPPER_STATES = ("Pending", "Running", "RunningHoldCompletion", "Completed", "Failed")
 """The states ``mcad_appwrappers`` always reports, 0 when no AppWrapper is in them."""
+
+REQUEUE_REASONS = (INSUFFICIENT_PODS_READY, WRAPPED_OBJECT_FAILED, PREEMPTED, SPOKE_LOST,
+                   SPEC_CHANGED, KIND_NOT_SERVED)
+"""Every reason an AppWrapper is requeued for (``mcad_requeues_total{reason}``)."""
+
+EVICTION_REASONS = (PREEMPTED, SPOKE_LOST)
+"""Every reason a running AppWrapper is evicted for (``mcad_evictions_total{reason}``)."""
+
+RESIZE_DIRECTIONS = (GROW, SHRINK)
+
+_PENDING_REASONS = tuple(reason.value for reason in PendingReason)
+
+API_ERROR_REASONS = ("Unreachable", "Unauthorized", "Forbidden", "NotFound", "Conflict",
+                     "AlreadyExists", "Invalid", "TooManyRequests", "InternalError")
+"""The reasons of ``mcad_api_errors_total`` started at 0 for each cluster: the Kubernetes
+Status reasons of the failures the gateway tells apart, and ``Unreachable`` (no answer).
+Rarer reasons (``Timeout``, ``ServiceUnavailable``...) appear when first counted."""
 
 NANO = 1e9
 
@@ -124,6 +160,15 @@ _queue_depth = Gauge(
     "mcad_workqueue_depth", "Keys waiting in a controller work queue.", ["queue"],
     registry=REGISTRY)
 
+for _reason in REQUEUE_REASONS:
+    _requeues.labels(reason=_reason)
+for _reason in EVICTION_REASONS:
+    _evictions.labels(reason=_reason)
+for _direction in RESIZE_DIRECTIONS:
+    _resizes.labels(direction=_direction)
+for _reason in _PENDING_REASONS:
+    _pending.labels(reason=_reason)
+
 # The resource names last reported per cluster / quota node, so a resource that
 # disappears loses its series and forgetting removes exactly what was reported.
 _cluster_resources: dict[str, frozenset[str]] = {}
@@ -147,10 +192,38 @@ def report_appwrapper_states(counts: Mapping[str, int]) -> None:
 
 
 def report_pending_reasons(counts: Mapping[str, int]) -> None:
-    """How many AppWrappers are pending for each reason; replaces the previous report."""
+    """How many AppWrappers are pending for each reason; replaces the previous report.
+
+    Every ``PendingReason`` is always reported (0 when not given), as states are: an empty
+    queue shows as zeros, not as "No data".
+    """
     _pending.clear()
-    for reason, count in counts.items():
+    for reason, count in {**dict.fromkeys(_PENDING_REASONS, 0), **counts}.items():
         _pending.labels(reason=reason).set(count)
+
+
+def register_cluster(cluster: str) -> None:
+    """``cluster`` was registered: its dispatch and API-error counters start at 0, so a
+    dashboard shows it at once and ``rate()`` sees its first dispatch or failure."""
+    _dispatches.labels(cluster=cluster)
+    register_api_client(cluster)
+
+
+def register_api_client(name: str) -> None:
+    """A connection named ``name`` (the hub, a cluster) will count its API errors."""
+    for reason in API_ERROR_REASONS:
+        _api_errors.labels(cluster=name, reason=reason)
+
+
+def register_task(task: str) -> None:
+    """Long-lived task ``task`` was started: its restart counter starts at 0."""
+    _task_restarts.labels(task=task)
+
+
+def register_work_queue(queue: str) -> None:
+    """Work queue ``queue`` was made: its reconcile-error counter and depth start at 0."""
+    _reconcile_errors.labels(queue=queue)
+    _queue_depth.labels(queue=queue).set(0)
 
 
 def observe_dispatch_cycle(seconds: float, *, appwrappers: int) -> None:

@@ -16,6 +16,7 @@ from mcad.controller.lifecycle import RECHECK_S, Lifecycle, Next
 from mcad.controller.objects import KindNotServed, ObjectManager
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.writer import HubWriter
+from mcad.core.requeue import KIND_NOT_SERVED
 from mcad.gateway.errors import ApiError
 
 CREATING = "Creating"
@@ -41,7 +42,7 @@ class Creation:
         except KindNotServed as err:
             if link is not None and link.discovery is not None:
                 await link.discovery.refresh()  # it was behind: the next cycle knows better
-            return Next(await self.lifecycle.start_requeue(rec, "KindNotServed", str(err)))
+            return Next(await self.lifecycle.start_requeue(rec, KIND_NOT_SERVED, str(err)))
         except ApiError as err:
             await self._say(rec, f"creating the wrapped objects on cluster {rec.cluster} "
                                  f"failed ({err}); retrying with backoff")

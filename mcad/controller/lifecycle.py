@@ -51,6 +51,8 @@ from mcad.controller.records import FINALIZER, AppWrapperRecord
 from mcad.controller.writer import HubWriter
 from mcad.core.progress import Completed, ItemState, KeepRunning, count_pods, progress
 from mcad.core.requeue import (
+    SPEC_CHANGED,
+    SPOKE_LOST,
     UNCOUNTED_REASONS,
     Fail,
     Requeue,
@@ -70,7 +72,6 @@ class Next:
 
     again: float | None
 
-SPOKE_LOST = "SpokeLost"
 NOT_READY_AGAIN = "PodsNotReady"
 COUNTS_EVERY_S = 5.0
 """Pod counts alone (status.pending/running/...) are written at most this often: a
@@ -112,7 +113,7 @@ class Lifecycle:
         recorded = rec.status.get("dispatchedSpecHash")
         if recorded and recorded != dispatch_digest(rec.spec):
             return Next(await self.start_requeue(
-                rec, "SpecChanged", "the spec changed after dispatch; the new spec is applied "
+                rec, SPEC_CHANGED, "the spec changed after dispatch; the new spec is applied "
                                     "through a requeue (what the old one created is deleted "
                                     "first)"))
         return None

@@ -27,6 +27,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
+from mcad import metrics
 from mcad.config import RunConfig
 from mcad.controller.admission import Admission
 from mcad.controller.creation import Creation
@@ -59,6 +60,7 @@ class Controller:
                  extra_tasks: Sequence[tuple[str, TaskFactory]] = ()) -> None:
         hub.write_fence = fence
         self.hub = hub
+        metrics.register_api_client(hub.name)
         self.config = config
         self.workers = workers
         self.extra_tasks = list(extra_tasks)

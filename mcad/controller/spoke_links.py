@@ -66,6 +66,7 @@ class SpokeLinks:
                                  kinds_in_use=self.kinds_in_use)
                 self.state.links[name] = link
                 self.state.link_sources[name] = source
+                metrics.register_cluster(name)
                 self.supervisor.spawn(f"spoke {name}",
                                       lambda link=link, connector=connector:  # type: ignore[misc]
                                       link.run(connector))

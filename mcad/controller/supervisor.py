@@ -66,6 +66,7 @@ class Supervisor:
             raise RuntimeError(f"cannot start {name}: the supervisor is not running")
         if name in self._tasks:
             raise RuntimeError(f"a task named {name} already runs")
+        metrics.register_task(self.prefix + name)  # its restarts show as 0, not as nothing
         task = self._group.create_task(self._guard(name, factory), name=self.prefix + name)
         self._tasks[name] = task
         task.add_done_callback(lambda t: self._tasks.pop(name, None)

@@ -59,6 +59,7 @@ class WorkQueue(Generic[K]):
         self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
         self._failures: dict[K, int] = {}
         self._nonempty = asyncio.Event()
+        metrics.register_work_queue(name)
 
     # -- adding -------------------------------------------------------------------------
     def add(self, key: K, *, urgent: bool = False, rank: int = 0) -> None:

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from mcad.core.requeue import Fail, Ready, Requeue, RequeuePolicy, Wait, readiness_decision
+from mcad.core.requeue import (
+    WRAPPED_OBJECT_FAILED,
+    Fail,
+    Ready,
+    Requeue,
+    RequeuePolicy,
+    Wait,
+    readiness_decision,
+)
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -132,7 +140,7 @@ def progress(*, now: datetime, policy: RequeuePolicy, dispatched_at: datetime,
                     f"dispatchDuration.limit is {run_limit_seconds}s")
     failed_items = [i for i in items if i.failed]
     if failed_items:
-        return _requeue_or_fail(policy, requeue_count, now, "WrappedObjectFailed",
+        return _requeue_or_fail(policy, requeue_count, now, WRAPPED_OBJECT_FAILED,
                                 "a wrapped object reports Failed")
     decision = readiness_decision(now=now, policy=policy,
                                   dispatched_at=unready_since or dispatched_at,

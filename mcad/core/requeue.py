@@ -23,7 +23,15 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-UNCOUNTED_REASONS = frozenset({"SpokeLost", "SpecChanged", "KindNotServed"})
+INSUFFICIENT_PODS_READY = "InsufficientPodsReady"
+"""The gang did not have minAvailable pods ready within the requeuing time."""
+WRAPPED_OBJECT_FAILED = "WrappedObjectFailed"
+"""A wrapped object reported one of its failure conditions."""
+SPOKE_LOST = "SpokeLost"
+SPEC_CHANGED = "SpecChanged"
+KIND_NOT_SERVED = "KindNotServed"
+
+UNCOUNTED_REASONS = frozenset({SPOKE_LOST, SPEC_CHANGED, KIND_NOT_SERVED})
 """Requeues that are not the gang's doing: its cluster stopped answering, its spec was
 changed after dispatch, or the cluster chosen turned out not to serve a wrapped kind.
 They do not count against maxNumRequeuings, and the AppWrapper may be dispatched again
@@ -174,7 +182,7 @@ def readiness_decision(*, now: datetime, policy: RequeuePolicy, dispatched_at: d
                     f"{short}, and it was already requeued {requeue_count} times "
                     f"(maxNumRequeuings {limit}); fix what keeps its pods from running "
                     "and create it again")
-    return Requeue("InsufficientPodsReady",
+    return Requeue(INSUFFICIENT_PODS_READY,
                    f"{short}; requeued (requeue {requeue_count + 1}"
                    f"{f' of {limit}' if limit else ''}), may be dispatched again after "
                    f"{policy.pause_time_in_seconds}s",
