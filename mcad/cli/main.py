@@ -1,10 +1,11 @@
 """The ``mcad`` command: one entry point, one subcommand per job.
 
-Why this shape: ``validate`` exists now; ``run`` (the controller) and ``cluster`` (spoke
-registration) will join it as further subcommands, each a module with ``add_parser``
-and ``run``. This module is the boundary where anything unexpected becomes a sentence
-and an exit status, never a traceback: 0 success, 1 the input is invalid, 2 the command
-line is wrong, 70 an internal error (a bug to report), 130 interrupted.
+Why this shape: one subcommand per module (``validate``, ``cluster``, ``run``, ``queue``
+and ``explain``, ``wrap``), each with ``add_parser`` and a function to run; the same
+entry point is also the kubectl plugin ``kubectl-mcad`` (``mcad.cli.kubectl``). This
+module is the boundary where anything unexpected becomes a sentence and an exit status,
+never a traceback: 0 success, 1 the input is invalid, 2 the command line is wrong, 70 an
+internal error (a bug to report), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from mcad.cli import cluster, queue, run, validate
+from mcad.cli import cluster, kubectl, queue, run, validate, wrap
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70
@@ -24,7 +25,7 @@ EXIT_INTERRUPTED = 130
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
-        prog="mcad",
+        prog=kubectl.program_name(),
         description="An AppWrapper dispatcher for Kubernetes: queues, quota trees, "
                     "multi-cluster gang placement.",
     )
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_parser(subparsers)
     run.add_parser(subparsers)
     queue.add_parser(subparsers)
+    wrap.add_parser(subparsers)
     return parser
 
 

@@ -73,9 +73,13 @@ def _controller_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--controller", default=os.environ.get("MCAD_CONTROLLER"),
                         help="URL of the controller's metrics address (default: "
                              "$MCAD_CONTROLLER, else the leader's pod through the hub)")
-    parser.add_argument("--hub-kubeconfig", type=Path, default=None,
+    parser.add_argument("--hub-kubeconfig", "--kubeconfig", type=Path, default=None,
+                        dest="hub_kubeconfig", metavar="FILE",
                         help="kubeconfig of the hub (default: $KUBECONFIG, else "
-                             "~/.kube/config)")
+                             "~/.kube/config); --kubeconfig as kubectl spells it, so "
+                             "`kubectl mcad queue --kubeconfig F` means what it says")
+    parser.add_argument("--context", default=None,
+                        help="the kubeconfig context of the hub (default: its current one)")
     parser.add_argument("--controller-namespace", default="mcad-system",
                         help="namespace of the controller and its Lease (default: "
                              "mcad-system)")
@@ -202,7 +206,7 @@ async def _ask_through_hub(args: argparse.Namespace, method: str, path: str,
                            params: dict[str, str], body: Any) -> dict[str, Any]:
     kubeconfig = args.hub_kubeconfig or default_kubeconfig_path()
     try:
-        hub = await connect(kubeconfig, name="hub")
+        hub = await connect(kubeconfig, name="hub", context=args.context)
     except GatewayError as error:
         raise NoAnswer(f"the hub kubeconfig {kubeconfig} cannot be used: {error}") from None
     namespace = args.controller_namespace

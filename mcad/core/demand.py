@@ -155,6 +155,39 @@ def pod_request(pod_spec: Mapping[str, Any]) -> ResourceList:
     return _pod_request(_mapping(pod_spec, "pod spec"), "")
 
 
+@dataclass(frozen=True, slots=True)
+class PodTemplate:
+    """One pod template inside a wrapped object: how many pods it makes, and its spec."""
+
+    count: int
+    spec: Mapping[str, Any]
+    path: str
+    """Where the template sits in the object (``spec.template``...)."""
+    role: str = ""
+    """Its role in the object (a replica type, a replicated job, a worker group)."""
+
+
+def pod_templates(obj: Mapping[str, Any]) -> tuple[PodTemplate, ...] | None:
+    """The pod templates of a Kubernetes object, read by the same rules as a wrapped one
+    (``mcad wrap`` declares its pods from them); None for a kind mcad cannot read.
+    Raises ``DemandError`` for a malformed object."""
+    obj = _mapping(obj, "the object")
+    api_version = str(obj.get("apiVersion", ""))
+    kind = str(obj.get("kind", ""))
+    reader = _READERS.get((api_version.rpartition("/")[0], kind))
+    if reader is None:
+        return None
+    label = f"{kind} {_mapping(obj.get('metadata'), 'metadata').get('name', '')}".strip()
+    found = []
+    for template in reader(obj, label):
+        path = template.path.removeprefix("generictemplate.")
+        pod_template = _mapping(template.template, f"{label}: {path}")
+        found.append(PodTemplate(template.count,
+                                 _mapping(pod_template.get("spec"), f"{label}: {path}.spec"),
+                                 path, template.role))
+    return tuple(found)
+
+
 # -- one GenericItem -------------------------------------------------------------------
 
 def _item_pod_sets(index: int, item: Mapping[str, Any]) -> tuple[list[PodSet], bool]:

@@ -1,0 +1,255 @@
+"""``mcad wrap``: turn a plain Job, PyTorchJob, JobSet, RayCluster or Deployment into an
+AppWrapper.
+
+Why: people have the manifest of their workload already; writing the AppWrapper around
+it by hand (the nesting, the namespace twice, the quota label) is where typos come
+from. ``mcad wrap -f job.yaml --priority 5 --quota quota_context=team-a`` writes it in
+the shape of the examples: one GenericItem holding the object verbatim (less what the
+API server wrote: uid, resourceVersion, status...), and its ``custompodresources``, one
+entry per pod template (its pods, and one pod's requests and limits), read from the pod
+templates by the dispatcher's own rule (``mcad.core.demand``), so what it will be charged
+is there to read before it is submitted. Completion is left to the kind's own condition
+(a Job's Complete, a JobSet's Completed, a PyTorchJob's Succeeded).
+
+The result is checked as ``mcad validate`` checks it before it is printed or applied
+(``--apply`` creates it on the hub, found like kubectl finds a cluster: ``--kubeconfig``,
+``--context``). Exit status: 0 done, 1 the input cannot be wrapped or the hub refused (one
+sentence on stderr), 2 the command line is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from mcad.cli import manifests
+from mcad.config import RunConfig
+from mcad.core.demand import DemandError, PodTemplate, pod_request, pod_templates
+from mcad.core.resources import EMPTY, ResourceList
+from mcad.core.wrapping import APPWRAPPER_API_VERSION
+from mcad.gateway import verbs
+from mcad.gateway.connection import connect, default_kubeconfig_path
+from mcad.gateway.errors import AlreadyExists, ApiError, BadKubeconfig, NotFound, Unreachable
+from mcad.gateway.refs import APPWRAPPERS
+from mcad.validation import check_appwrapper
+
+WRAPPABLE = {
+    ("batch", "Job"): "batch/v1",
+    ("kubeflow.org", "PyTorchJob"): "kubeflow.org/v1",
+    ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io/v1alpha2",
+    ("ray.io", "RayCluster"): "ray.io/v1",
+    ("apps", "Deployment"): "apps/v1",
+}
+"""(group, kind) -> the apiVersion named when refusing another kind."""
+
+SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
+                 "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds",
+                 "ownerReferences")
+"""Metadata the API server writes: dropped, so ``kubectl get -o yaml`` output wraps."""
+
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
+                        r"[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+class CannotWrap(Exception):
+    """Why the input cannot be wrapped, as the sentence to print."""
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``mcad wrap``."""
+    parser = subparsers.add_parser(
+        "wrap", help="wrap a Job, PyTorchJob, JobSet, RayCluster or Deployment in an "
+                     "AppWrapper",
+        description="Wrap a Job, PyTorchJob, JobSet, RayCluster or Deployment manifest in an "
+                    "AppWrapper whose pods are declared from its pod templates; print it as "
+                    "YAML, or create it on the hub with --apply.")
+    parser.add_argument("-f", "--filename", required=True, metavar="FILE",
+                        help="the manifest (one object), or - for stdin")
+    parser.add_argument("--name", help="the AppWrapper's name (default: the object's)")
+    parser.add_argument("-n", "--namespace",
+                        help="the namespace (default: the object's, else default)")
+    parser.add_argument("--priority", type=int, default=None, metavar="N",
+                        help="spec.priority: higher is dispatched first and may preempt")
+    parser.add_argument("--quota", type=quota_label, action="append", default=[],
+                        metavar="TREE=NODE",
+                        help="charge the quota tree TREE's node NODE (the label TREE: NODE; "
+                             "repeatable, one per tree)")
+    parser.add_argument("--apply", action="store_true",
+                        help="create the AppWrapper on the hub instead of printing it")
+    parser.add_argument("--kubeconfig", "--hub-kubeconfig", dest="hub_kubeconfig", type=Path,
+                        default=None, metavar="FILE",
+                        help="with --apply: kubeconfig of the hub (default: $KUBECONFIG, "
+                             "else ~/.kube/config)")
+    parser.add_argument("--context", default=None,
+                        help="with --apply: the kubeconfig context (default: its current one)")
+    parser.set_defaults(command=run)
+
+
+def quota_label(text: str) -> tuple[str, str]:
+    """``TREE=NODE`` as a label (key, value); argparse prints the error as usage."""
+    key, equals, value = text.partition("=")
+    if not equals or not key or not value:
+        raise argparse.ArgumentTypeError(f"{text!r} is not TREE=NODE (e.g. quota_context=team-a)")
+    if len(key.rpartition("/")[2]) > 63 or not _LABEL_KEY.match(key):
+        raise argparse.ArgumentTypeError(f"{key!r} is not a valid label name for a quota tree")
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a valid label value for a quota "
+                                         "node")
+    return key, value
+
+
+def run(args: argparse.Namespace, *, stdin: IO[str] | None = None,
+        out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    """Read the manifest, wrap it, check it; print it or apply it."""
+    try:
+        obj = read_one(args.filename, stdin=stdin)
+        appwrapper = wrap(obj, name=args.name, namespace=args.namespace,
+                          priority=args.priority, quota=dict(args.quota))
+        problems = check_appwrapper(appwrapper, config=RunConfig()).problems
+        if problems:
+            raise CannotWrap(f"the AppWrapper would not be valid: {'; '.join(problems)}")
+        if args.apply:
+            message = asyncio.run(apply(appwrapper, kubeconfig=args.hub_kubeconfig,
+                                        context=args.context))
+        else:
+            message = yaml.safe_dump(appwrapper, sort_keys=False).rstrip("\n")
+    except CannotWrap as problem:
+        print(f"mcad wrap: {str(problem).rstrip('.')}.", file=err or sys.stderr)
+        return 1
+    print(message, file=out or sys.stdout)
+    return 0
+
+
+def read_one(path: str, *, stdin: IO[str] | None = None) -> Mapping[str, Any]:
+    """The single object of ``path`` (``-``: stdin)."""
+    objects: list[object] = []
+    for entry in manifests.read([path], stdin=stdin):
+        if isinstance(entry, manifests.ReadProblem):
+            raise CannotWrap(entry.sentence)
+        objects.append(entry.data)
+    if len(objects) != 1:
+        raise CannotWrap(f"{path} holds {len(objects)} objects; give one workload per "
+                         "mcad wrap")
+    obj = objects[0]
+    if not isinstance(obj, Mapping):
+        raise CannotWrap(f"{path} holds no Kubernetes object")
+    return obj
+
+
+def wrap(obj: Mapping[str, Any], *, name: str | None = None, namespace: str | None = None,
+         priority: int | None = None, quota: Mapping[str, str] | None = None
+         ) -> dict[str, Any]:
+    """The AppWrapper around ``obj``, its pods declared from its pod templates."""
+    api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+    if (api_version.rpartition("/")[0], kind) not in WRAPPABLE:
+        known = ", ".join(f"{k} ({v})" for (_, k), v in WRAPPABLE.items())
+        what = f"{kind or 'an object without a kind'} ({api_version or 'no apiVersion'})"
+        raise CannotWrap(f"{what} cannot be wrapped by mcad wrap; it wraps {known}")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    own_namespace = meta.get("namespace")
+    if namespace and own_namespace and own_namespace != namespace:
+        raise CannotWrap(f"the {kind} says namespace {own_namespace} but -n says {namespace}; "
+                         "drop one of them")
+    namespace = namespace or own_namespace or "default"
+    name = name or meta.get("name")
+    if not name:
+        raise CannotWrap(f"the {kind} has no metadata.name; give the AppWrapper one with "
+                         "--name")
+    try:
+        templates = pod_templates(obj)
+    except DemandError as error:
+        raise CannotWrap(str(error)) from None
+    assert templates is not None  # every wrappable kind is one mcad reads
+    template = _as_created(obj, namespace=str(namespace))
+    declared = [_declaration(t) for t in templates if t.count > 0]
+    item: dict[str, Any] = {"generictemplate": template}
+    if declared:
+        item["custompodresources"] = declared
+    spec: dict[str, Any] = {}
+    if priority is not None:
+        spec["priority"] = priority
+    spec["resources"] = {"GenericItems": [item]}
+    metadata: dict[str, Any] = {"name": str(name), "namespace": str(namespace)}
+    if quota:
+        metadata["labels"] = dict(quota)
+    return {"apiVersion": APPWRAPPER_API_VERSION, "kind": "AppWrapper", "metadata": metadata,
+            "spec": spec}
+
+
+def _as_created(obj: Mapping[str, Any], *, namespace: str) -> dict[str, Any]:
+    """The object as it should be created: in the AppWrapper's namespace, without what
+    the API server wrote."""
+    out = {key: value for key, value in obj.items() if key != "status"}
+    meta = {key: value for key, value in (obj.get("metadata") or {}).items()
+            if key not in SERVER_FIELDS}
+    meta["namespace"] = namespace
+    out["metadata"] = meta
+    return out
+
+
+def _declaration(template: PodTemplate) -> dict[str, Any]:
+    """One ``custompodresources`` entry: the template's pods, and one pod's requests (as
+    the kube-scheduler counts them) and limits."""
+    try:
+        requests = pod_request(template.spec)
+    except DemandError as error:
+        raise CannotWrap(f"{template.path}: {error}") from None
+    entry: dict[str, Any] = {"replicas": template.count, "requests": requests.to_strings()}
+    limits = _pod_limits(template.spec)
+    if limits:
+        entry["limits"] = limits.to_strings()
+    return entry
+
+
+def _pod_limits(pod_spec: Mapping[str, Any]) -> ResourceList:
+    """The sum of the containers' limits, for the resources every container limits (a
+    container without a limit leaves the pod unbounded in that resource)."""
+    containers = [c for c in pod_spec.get("containers") or [] if isinstance(c, Mapping)]
+    each = [ResourceList.parse((c.get("resources") or {}).get("limits")) for c in containers]
+    if not each:
+        return EMPTY
+    names = set(each[0]).intersection(*each[1:])
+    total = EMPTY
+    for limits in each:
+        total = total + limits.only(names)
+    return total
+
+
+async def apply(appwrapper: dict[str, Any], *, kubeconfig: Path | None,
+                context: str | None) -> str:
+    """Create ``appwrapper`` on the hub; what kubectl would say."""
+    path = kubeconfig or default_kubeconfig_path()
+    try:
+        hub = await connect(path, name="hub", context=context)
+    except BadKubeconfig as error:
+        raise CannotWrap(f"the hub kubeconfig {path} cannot be used: {error}") from None
+    meta = appwrapper["metadata"]
+    where = f"{meta['namespace']}/{meta['name']}"
+    try:
+        await verbs.create(hub, APPWRAPPERS, appwrapper, namespace=meta["namespace"])
+    except AlreadyExists:
+        raise CannotWrap(f"an AppWrapper {where} exists already; delete it, or choose "
+                         "another --name") from None
+    except Unreachable as error:
+        raise CannotWrap(f"cannot reach the hub ({error.message.rstrip('.')}); check the hub "
+                         f"kubeconfig {path} (--kubeconfig, or $KUBECONFIG)") from None
+    except NotFound as error:
+        if error.reason == "NotFound":  # the namespace does not exist
+            raise CannotWrap(f"the hub refused: {error.message.rstrip('.')}") from None
+        raise CannotWrap("the hub does not serve AppWrappers (workload.codeflare.dev/v1beta1); "
+                         "install mcad's CRDs first: kubectl apply -k crds/") from None
+    except ApiError as error:
+        raise CannotWrap(f"the hub refused: {error.message.rstrip('.')} "
+                         f"(HTTP {error.status})") from None
+    finally:
+        await hub.close()
+    return f"appwrapper.workload.codeflare.dev/{meta['name']} created in {meta['namespace']}"
