@@ -6,9 +6,10 @@ so both lifecycles below are complete on their own.
 Nodes: made Ready at once (``node-initialize``), then a status heartbeat every 10 to
 30 minutes and no node Leases (KWOK runs with ``--node-lease-duration-seconds=0``;
 kube-controller-manager's node lifecycle controller gives a quiet node an hour before
-it marks it NotReady, and removes the not-ready taint every new node is created with). KWOK's defaults renew every node's Lease every 10 s: 300 writes a
-second for 3 x 1,000 nodes, more than these 2 cores give the whole test bed; the
-scale runs need the API servers' time for the work they measure.
+it marks it NotReady, and removes the not-ready taint every new node is created
+with). KWOK's defaults renew every node's Lease every 10 s: 300 writes a second for
+3 x 1,000 nodes, more than these 2 cores give the whole test bed; the scale runs need
+the API servers' time for the work they measure.
 
 Pods: annotations drive them:
 
