@@ -67,8 +67,13 @@ async def test_an_elastic_appwrapper_starts_small_grows_and_shrinks_instead_of_e
 
         started = await wait_until(lambda: size(1), within=60, what="the elastic one at 1 pod")
         assert started["status"]["fullPods"] == 4
-        assert controller.sample("mcad_appwrapper_admitted_pods", namespace=ns,
-                                 name="elastic", size="admitted") == 1
+
+        async def gauge_says_one() -> bool:
+            return controller.sample("mcad_appwrapper_admitted_pods", namespace=ns,
+                                     name="elastic", size="admitted") == 1
+
+        # The gauge is written by the periodic report, a few seconds after the status.
+        await wait_until(gauge_says_one, within=15, what="the admitted-pods gauge to say 1")
 
         # Room appears: it grows to its full size.
         for name in fillers:
