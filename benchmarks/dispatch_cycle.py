@@ -263,7 +263,8 @@ def measure_big(repeat: int) -> dict[str, float]:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {**spread(times), "peak_mib": peak / 2**20, "rss_mib": rss, "build_s": built}
+    return {**spread(times), "peak_mib": peak / 2**20, "rss_mib": rss, "build_s": built,
+            "runs": float(repeat)}
 
 
 def interleaved(against: Path, runs: int) -> list[tuple[float, float]]:
@@ -314,7 +315,7 @@ def report(snapshot: Snapshot, figures: dict[str, float], *, repeat: int,
     big_rows = "" if big is None else f"""
 The same cycle, by simulation, with **100,000 queued over 50 clusters x 1,000 nodes**
 (the snapshot took {big['build_s']:.0f} s to build): median {big['median']:.0f} ms, min
-{big['min']:.0f} ms, p95 {big['p95']:.0f} ms over {repeat} runs; peak Python allocation
+{big['min']:.0f} ms, p95 {big['p95']:.0f} ms over {big['runs']:.0f} runs; peak Python allocation
 during a cycle {big['peak_mib']:.1f} MiB; the process's RSS {big['rss_mib']:.0f} MiB
 (snapshot included).
 """
