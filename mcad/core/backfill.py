@@ -34,12 +34,24 @@ Backfill with a starvation guard, the exact rule the dispatch cycle applies:
 Why this rule: pure backfill starves large gangs (small jobs keep taking the room as it
 frees up); strict FIFO idles the cluster. Holding back only after a wait bounds the
 head's delay by the threshold plus the time running work needs to drain.
+
+Reservation-based (EASY) backfill, Slurm's answer, is the other rule, kept here beside
+it and not yet wired into the cycle (issue 22): the head of the line gets a reservation
+at its estimated start (``mcad.core.estimates``) for the room it will take then; an
+AppWrapper behind it that fits now may start now only when it is expected to end
+before that reservation, or when it leaves the reserved room whole (``may_backfill``).
+So the head is never delayed by backfill when run times are exact, and the gaps before
+its start are still used. A job that overruns its estimate is not evicted for it: the
+reservation moves, and the error is counted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+
+from mcad.core.resources import ResourceList
 
 DEFAULT_STARVATION_SECONDS = 300.0
 
@@ -53,3 +65,49 @@ class BackfillPolicy:
     def is_starving(self, *, now: datetime, waiting_since: datetime) -> bool:
         """True once an AppWrapper blocked at the head has waited the threshold."""
         return (now - waiting_since).total_seconds() >= self.starvation_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class HeadReservation:
+    """What the head of the line is promised: ``needs`` at ``start``.
+
+    ``needs`` and ``free_at_start`` are per place: nodes (by name) for room, or quota
+    nodes for quota; the rule is the same for both. ``free_at_start`` is what the plan
+    says is free at ``start`` without any backfilled AppWrapper (the head's share
+    included)."""
+
+    head: str
+    start: datetime
+    needs: Mapping[str, ResourceList]
+    free_at_start: Mapping[str, ResourceList]
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillVerdict:
+    """Whether an AppWrapper behind the head may start now, and the sentence why."""
+
+    allowed: bool
+    message: str
+
+
+def may_backfill(reservation: HeadReservation, *, takes: Mapping[str, ResourceList],
+                 expected_end: datetime | None) -> BackfillVerdict:
+    """EASY backfill for a candidate that fits now: ``takes`` is what it would hold per
+    place (``Placement.node_requests()``), ``expected_end`` when it should end (None:
+    not known, so it must not touch the reserved room)."""
+    when = reservation.start.isoformat()
+    if expected_end is not None and expected_end <= reservation.start:
+        return BackfillVerdict(True, f"it is expected to end by {expected_end.isoformat()}, "
+                                     f"before the reservation for {reservation.head} at {when}")
+    empty = ResourceList()
+    for place, used in sorted(takes.items()):
+        needed = reservation.needs.get(place, empty)
+        if not used or not needed:
+            continue
+        if not (used + needed).fits_in(reservation.free_at_start.get(place, empty)):
+            ends = ("no expected end" if expected_end is None
+                    else f"it is expected to end at {expected_end.isoformat()}")
+            return BackfillVerdict(False, f"it would take room on {place} reserved for "
+                                          f"{reservation.head} from {when}, and {ends}")
+    return BackfillVerdict(True, f"it leaves the room reserved for {reservation.head} "
+                                 f"from {when} untouched")

@@ -1,6 +1,7 @@
 """Queue order (priority, then age, then uid) and the starvation threshold that ends
 backfill for the head of line. The backfill rule itself is exercised through the
-cycle in test_cycle.py."""
+cycle in test_cycle.py. Reservation-based (EASY) backfill: a candidate that fits now
+starts now only when it ends before the head's reservation or leaves its room whole."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from datetime import datetime
 
 import pytest
 
-from mcad.core.backfill import BackfillPolicy
+from mcad.core.backfill import BackfillPolicy, HeadReservation, may_backfill
 from mcad.core.fairness import in_order, order_key
+from mcad.core.resources import ResourceList
 from tests.builders.snapshots import at
 
 
@@ -64,3 +66,33 @@ def test_queue_order(case: OrderCase) -> None:
 def test_starvation_threshold(waited: float, threshold: float, want_starving: bool) -> None:
     policy = BackfillPolicy(starvation_seconds=threshold)
     assert policy.is_starving(now=at(1000 + waited), waiting_since=at(1000)) is want_starving
+
+
+RESERVED = HeadReservation(
+    head="default/head", start=at(1800),
+    needs={"n1": ResourceList.of(gpu=8), "n2": ResourceList.of(gpu=4)},
+    free_at_start={"n1": ResourceList.of(gpu=8), "n2": ResourceList.of(gpu=8),
+                   "n3": ResourceList.of(gpu=8)})
+
+
+@pytest.mark.parametrize(("takes", "expected_end", "want_allowed", "want_message"), [
+    ({"n1": {"gpu": 8}}, at(1200), True,
+     "it is expected to end by 2024-05-01T10:20:00+00:00, before the reservation for "
+     "default/head at 2024-05-01T10:30:00+00:00"),
+    ({"n1": {"gpu": 8}}, at(1800), True, "it is expected to end by"),  # ends just in time
+    ({"n1": {"gpu": 1}}, at(1801), False,
+     "it would take room on n1 reserved for default/head from 2024-05-01T10:30:00+00:00, "
+     "and it is expected to end at 2024-05-01T10:30:01+00:00"),
+    ({"n3": {"gpu": 8}}, at(9999), True,
+     "it leaves the room reserved for default/head from 2024-05-01T10:30:00+00:00 untouched"),
+    ({"n2": {"gpu": 4}}, None, True, "untouched"),            # the half the head leaves
+    ({"n2": {"gpu": 5}}, None, False, "and no expected end"),  # one GPU too many
+    ({"n2": {"gpu": 4}, "n1": {"gpu": 1}}, None, False, "room on n1"),
+])
+def test_easy_backfill_keeps_the_heads_reservation(
+        takes: dict[str, dict[str, int]], expected_end: datetime | None,
+        want_allowed: bool, want_message: str) -> None:
+    got = may_backfill(RESERVED, takes={k: ResourceList.of(**v) for k, v in takes.items()},
+                       expected_end=expected_end)
+    assert got.allowed is want_allowed
+    assert got.message.startswith(want_message) or want_message in got.message

@@ -1,0 +1,285 @@
+"""How long a run will take: learned from the runs that completed before it.
+
+A start estimate is only as good as the ends it rests on, and almost nobody declares
+``dispatchDuration.expected``. Jobs repeat, though: the same training script, the same
+sweep, submitted again and again under nearly the same name. So every completed run's
+time is kept per (namespace, *family*), and a running AppWrapper is expected to take,
+in this order (issue 22):
+
+1. its declared ``dispatchDuration.expected``: the user knows best when they say;
+2. the median of its family's past runs;
+3. the median of its namespace's past runs (every family there): a team's jobs look
+   more alike than a stranger's;
+4. the policy's default.
+
+Why the median: the estimate is judged by its absolute error (``benchmarks/estimates.py``
+reports the median and p90 absolute error), and the median minimises the expected
+absolute error; it is also robust to the heavy tail of run times (one run that hung for
+a day does not move it, where it would drag a mean). ``RuntimePolicy.quantile`` may ask
+for a higher quantile where lateness costs more than earliness (a backfill that must
+not delay the head of the line).
+
+The history is a frozen value (``record`` returns a new one), bounded so that it fits
+in one ConfigMap on the hub (1 MiB): at most ``runs_per_family`` runs per family (the
+oldest dropped: code and data change, recent runs say more), ``families_per_namespace``
+families per namespace and ``namespaces`` namespaces (the one whose last run is oldest
+dropped). With the defaults that is at most 10 x 50 x 40 = 20,000 runs, about 600 KB of
+JSON. ``to_dict``/``from_dict`` give that plain form; what reads and writes the ConfigMap
+is the controller's business, not this module's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, TypeVar
+
+FAMILY_LABEL = "workload.codeflare.dev/family"
+"""The label that names a job's family outright. In the AppWrapper's own API group, so
+it reads as part of the AppWrapper's contract, not a borrowed convention (the
+``app.kubernetes.io/name`` label usually names the framework, "pytorch", which is far
+too broad a family). Without it the family is the name less its generated suffix."""
+
+GENERATED_ALPHABET = frozenset("bcdfghjklmnpqrstvwxz2456789")
+"""The characters of the random suffix ``metadata.generateName`` adds (Kubernetes'
+``utilrand.String``: no vowels, no 0, 1 or 3, so it never spells a word)."""
+
+_DIGITS = re.compile(r"[0-9]+")
+_T = TypeVar("_T")
+FORMAT_VERSION = 1
+
+
+def family_of(name: str, labels: Mapping[str, str] | None = None) -> str:
+    """The family of the AppWrapper ``name``: the value of ``FAMILY_LABEL`` when it is
+    set (and not blank), else ``name`` less one generated suffix.
+
+    The suffix is the text after the last ``-`` when it is either all digits (a counter
+    or a timestamp: ``run-17``, ``run-00042``, ``run-1714557600``) or exactly five
+    characters of the ``generateName`` alphabet (``train-x7k2p``). Only one suffix is
+    taken off (``sweep-lr-3-x7k2p`` is family ``sweep-lr-3``: one sweep point, one
+    family), and never the whole name (``17`` stays ``17``; ``-17`` stays ``-17``).
+    """
+    value = (labels or {}).get(FAMILY_LABEL, "").strip()
+    if value:
+        return value
+    stem, dash, suffix = name.rpartition("-")
+    if not dash or not stem or not suffix:
+        return name
+    if _DIGITS.fullmatch(suffix) or (len(suffix) == 5 and set(suffix) <= GENERATED_ALPHABET):
+        return stem
+    return name
+
+
+class RuntimeBasis(StrEnum):
+    """What an expected run time rests on, most trusted first."""
+
+    DECLARED = "declared"
+    FAMILY = "family"
+    NAMESPACE = "namespace"
+    DEFAULT = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeEstimate:
+    """How long a run is expected to take, and why."""
+
+    seconds: float
+    basis: RuntimeBasis
+    runs: int
+    """The past runs the statistic was taken over (0: declared or default)."""
+
+    @property
+    def duration(self) -> timedelta:
+        return timedelta(seconds=self.seconds)
+
+    def describe(self) -> str:
+        """``from 12 past runs of its family``: what ``mcad explain`` says it rests on."""
+        plural = "s" if self.runs != 1 else ""
+        return {RuntimeBasis.DECLARED: "as its dispatchDuration.expected declares",
+                RuntimeBasis.FAMILY: f"from {self.runs} past run{plural} of its family",
+                RuntimeBasis.NAMESPACE: f"from {self.runs} past run{plural} in its namespace",
+                RuntimeBasis.DEFAULT: "the policy's default: no past runs to go by",
+                }[self.basis]
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimePolicy:
+    default: timedelta = timedelta(hours=1)
+    """Expected run time when nothing is declared and nothing has run before."""
+    quantile: float = 0.5
+    """Of the past runs: 0.5 is the median (see the module docstring)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.quantile <= 1.0:
+            raise ValueError(f"the runtime quantile must be between 0 and 1, "
+                             f"got {self.quantile}")
+        if self.default < timedelta(0):
+            raise ValueError(f"the default run time must not be negative, got {self.default}")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One completed run."""
+
+    seconds: float
+    finished_at: datetime
+
+
+Families = Mapping[str, tuple[Run, ...]]
+"""Family -> its kept runs, oldest first."""
+
+
+class MalformedHistory(ValueError):
+    """A stored runtime history that cannot be read; its message says where and why."""
+
+
+@dataclass(frozen=True)
+class RuntimeHistory:
+    """Completed run times per namespace and family, bounded (see the module docstring)."""
+
+    runs_per_family: int = 10
+    families_per_namespace: int = 50
+    namespaces: int = 40
+    runs: Mapping[str, Families] = field(default_factory=dict)
+    """Namespace -> family -> runs, oldest first."""
+
+    def __post_init__(self) -> None:
+        for name in ("runs_per_family", "families_per_namespace", "namespaces"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"the runtime history's {name} must be a whole number "
+                                 f"of at least 1, got {value!r}")
+
+    def record(self, namespace: str, family: str, seconds: float,
+               finished_at: datetime) -> RuntimeHistory:
+        """This history with one more completed run (the bounds kept)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or \
+                not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"a run time must be a finite number of seconds, not negative; "
+                             f"got {seconds!r} for {namespace}/{family}")
+        families = dict(self.runs.get(namespace, {}))
+        kept = sorted((*families.get(family, ()), Run(float(seconds), _utc(finished_at))),
+                      key=lambda r: r.finished_at)
+        families[family] = tuple(kept[-self.runs_per_family:])
+        outer = dict(self.runs)
+        outer[namespace] = _newest(families, self.families_per_namespace, _last_finished)
+        return replace(self, runs=_newest(outer, self.namespaces,
+                                          lambda fams: max(map(_last_finished, fams.values()))))
+
+    def expected_runtime(self, *, namespace: str, family: str,
+                         declared: timedelta | None = None,
+                         policy: RuntimePolicy = RuntimePolicy()) -> RuntimeEstimate:
+        """How long a run of ``family`` in ``namespace`` is expected to take."""
+        if declared is not None:
+            return RuntimeEstimate(declared.total_seconds(), RuntimeBasis.DECLARED, 0)
+        families = self.runs.get(namespace, {})
+        own = families.get(family, ())
+        if own:
+            return RuntimeEstimate(quantile([r.seconds for r in own], policy.quantile),
+                                   RuntimeBasis.FAMILY, len(own))
+        pooled = [r.seconds for runs in families.values() for r in runs]
+        if pooled:
+            return RuntimeEstimate(quantile(pooled, policy.quantile),
+                                   RuntimeBasis.NAMESPACE, len(pooled))
+        return RuntimeEstimate(policy.default.total_seconds(), RuntimeBasis.DEFAULT, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain, JSON-able form (what a ConfigMap keeps)."""
+        return {"version": FORMAT_VERSION,
+                "runsPerFamily": self.runs_per_family,
+                "familiesPerNamespace": self.families_per_namespace,
+                "namespaces": self.namespaces,
+                "runs": {ns: {fam: [[r.seconds, r.finished_at.isoformat()] for r in runs]
+                              for fam, runs in families.items()}
+                         for ns, families in self.runs.items()}}
+
+    @classmethod
+    def from_dict(cls, data: object) -> RuntimeHistory:
+        """Read ``to_dict``'s form back; ``MalformedHistory`` names what is wrong.
+
+        Runs beyond the bounds it states are dropped as ``record`` would drop them."""
+        if not isinstance(data, Mapping):
+            raise MalformedHistory(f"a runtime history must be a mapping, "
+                                   f"got {type(data).__name__}")
+        if data.get("version") != FORMAT_VERSION:
+            raise MalformedHistory(f"the runtime history has version {data.get('version')!r};"
+                                   f" this mcad reads version {FORMAT_VERSION}: start a new one "
+                                   "(delete the stored history)")
+        try:
+            history = cls(runs_per_family=data.get("runsPerFamily", 10),
+                          families_per_namespace=data.get("familiesPerNamespace", 50),
+                          namespaces=data.get("namespaces", 40))
+        except ValueError as error:
+            raise MalformedHistory(str(error)) from None
+        runs = data.get("runs", {})
+        if not isinstance(runs, Mapping):
+            raise MalformedHistory("the runtime history's runs must be a mapping of "
+                                   "namespace to family to runs")
+        for ns, families in runs.items():
+            if not isinstance(ns, str) or not isinstance(families, Mapping):
+                raise MalformedHistory(f"runs.{ns}: must be a mapping of family to runs")
+            for fam, listed in families.items():
+                where = f"runs.{ns}.{fam}"
+                if not isinstance(fam, str) or not isinstance(listed, Sequence) or \
+                        isinstance(listed, str):
+                    raise MalformedHistory(f"{where}: must be a list of "
+                                           "[seconds, finishedAt] pairs")
+                for i, run in enumerate(listed):
+                    seconds, finished = _read_run(run, f"{where}[{i}]")
+                    history = history.record(ns, fam, seconds, finished)
+        return history
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (not empty), linearly interpolated between the
+    two nearest ranks (numpy's default), so the median of an even count is the mean of
+    the middle two."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _read_run(run: object, where: str) -> tuple[float, datetime]:
+    if not isinstance(run, Sequence) or isinstance(run, str) or len(run) != 2:
+        raise MalformedHistory(f"{where}: a run must be a [seconds, finishedAt] pair, "
+                               f"got {run!r}")
+    seconds, finished = run
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or \
+            not math.isfinite(seconds) or seconds < 0:
+        raise MalformedHistory(f"{where}: seconds must be a finite number, not negative; "
+                               f"got {seconds!r}")
+    if not isinstance(finished, str):
+        raise MalformedHistory(f"{where}: finishedAt must be an ISO 8601 time, "
+                               f"got {finished!r}")
+    try:
+        moment = datetime.fromisoformat(finished)
+    except ValueError:
+        raise MalformedHistory(f"{where}: finishedAt must be an ISO 8601 time, "
+                               f"got {finished!r}") from None
+    return float(seconds), moment
+
+
+def _utc(moment: datetime) -> datetime:
+    """Aware, in UTC (naive: UTC, as everywhere in the core), so runs compare and
+    round-trip through ``isoformat`` exactly."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _last_finished(runs: tuple[Run, ...]) -> datetime:
+    return runs[-1].finished_at
+
+
+def _newest(items: dict[str, _T], limit: int,
+            last: Callable[[_T], datetime]) -> dict[str, _T]:
+    """``items`` less the ones whose ``last`` moment is oldest, down to ``limit``
+    (ties: by name, so the same history always keeps the same ones)."""
+    if len(items) <= limit:
+        return items
+    keep = set(sorted(items, key=lambda k: (last(items[k]), k), reverse=True)[:limit])
+    return {k: v for k, v in items.items() if k in keep}
