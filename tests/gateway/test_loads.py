@@ -1,0 +1,30 @@
+"""``connection.loads``: what the API server sends, decoded with its keys and short values
+shared between objects (mcad keeps tens of thousands of them)."""
+
+from __future__ import annotations
+
+import json
+
+from mcad.gateway.connection import SHARED_VALUE_CHARS, loads
+
+
+def test_it_decodes_what_json_decodes() -> None:
+    text = json.dumps({"kind": "Pod", "n": [1, 2.5, None, True], "nested": {"a": {"b": "c"}},
+                       "long": "x" * 200, "empty": {}, "list": [{"k": "v"}]})
+    assert loads(text) == json.loads(text)
+    assert loads(text.encode()) == json.loads(text)
+
+
+def test_keys_and_short_values_are_one_object_across_answers() -> None:
+    first = loads(b'{"status": {"conditions": [{"type": "Ready", "status": "True"}]}}')
+    second = loads(b'{"status": {"conditions": [{"type": "Ready", "status": "True"}]}}')
+    (c1,), (c2,) = first["status"]["conditions"], second["status"]["conditions"]
+    assert [k1 is k2 for k1, k2 in zip(c1, c2, strict=True)] == [True, True]
+    assert c1["status"] is c2["status"]
+
+
+def test_long_values_are_left_alone() -> None:
+    long = "m" * (SHARED_VALUE_CHARS + 1)
+    first, second = loads(json.dumps({"message": long})), loads(json.dumps({"message": long}))
+    assert first["message"] == second["message"]
+    assert first["message"] is not second["message"]
