@@ -92,7 +92,7 @@ def add_parser(subparsers: Any) -> None:
     source.add_argument("--local", action="store_true",
                         help="the spoke is the hub itself (single-cluster mode; no Secret)")
     register_parser.add_argument("--label", dest="labels", action="append", default=[],
-                                 type=_label, metavar="KEY=VALUE",
+                                 type=label, metavar="KEY=VALUE",
                                  help="a label AppWrappers' clusterSelector can match "
                                       "(repeatable)")
     register_parser.add_argument("--key", default=DEFAULT_KUBECONFIG_KEY, type=_secret_key,
@@ -144,7 +144,9 @@ def _secret_key(text: str) -> str:
     return text
 
 
-def _label(text: str) -> tuple[str, str]:
+def label(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as a Kubernetes label (key, value), for argparse: a key with an optional
+    DNS-subdomain prefix, a value of at most 63 characters (may be empty)."""
     key, sep, value = text.partition("=")
     prefix, slash, name = key.rpartition("/")
     good_key = (bool(sep) and bool(name) and len(name) <= 63 and bool(_LABEL_NAME.match(name))

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import IO, Any
 import yaml
 
 from mcad.cli import manifests
+from mcad.cli.cluster import label
 from mcad.config import RunConfig
 from mcad.core.demand import DemandError, PodTemplate, pod_request, pod_templates
 from mcad.core.resources import EMPTY, ResourceList
@@ -53,11 +53,6 @@ SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "m
                  "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds",
                  "ownerReferences")
 """Metadata the API server writes: dropped, so ``kubectl get -o yaml`` output wraps."""
-
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
-                        r"[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-
 
 class CannotWrap(Exception):
     """Why the input cannot be wrapped, as the sentence to print."""
@@ -94,15 +89,11 @@ def add_parser(subparsers: Any) -> None:
 
 
 def quota_label(text: str) -> tuple[str, str]:
-    """``TREE=NODE`` as a label (key, value); argparse prints the error as usage."""
-    key, equals, value = text.partition("=")
-    if not equals or not key or not value:
+    """``TREE=NODE`` as a label (key, value), by the rule ``mcad cluster --label`` uses,
+    with a node that must be named; argparse prints the error as usage."""
+    key, value = label(text)
+    if not value:
         raise argparse.ArgumentTypeError(f"{text!r} is not TREE=NODE (e.g. quota_context=team-a)")
-    if len(key.rpartition("/")[2]) > 63 or not _LABEL_KEY.match(key):
-        raise argparse.ArgumentTypeError(f"{key!r} is not a valid label name for a quota tree")
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a valid label value for a quota "
-                                         "node")
     return key, value
 
 
