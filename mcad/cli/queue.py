@@ -186,7 +186,8 @@ def ask(args: argparse.Namespace, method: str, path: str, params: dict[str, str]
 
 
 def _ask_url(base: str, method: str, path: str, params: dict[str, str],
-             body: Any) -> dict[str, Any]:
+             body: Any, *, hint: str = "is `kubectl port-forward` running, or is "
+                                       "--controller right?") -> dict[str, Any]:
     url = base.rstrip("/") + path + ("?" + urllib.parse.urlencode(params) if params else "")
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, method=method,
@@ -198,8 +199,7 @@ def _ask_url(base: str, method: str, path: str, params: dict[str, str],
     except urllib.error.HTTPError as error:
         raise NoAnswer(_refusal(error.code, error.read())) from None
     except (urllib.error.URLError, OSError) as error:
-        raise NoAnswer(f"cannot reach the controller at {base} ({error}); is `kubectl "
-                       "port-forward` running, or is --controller right?") from None
+        raise NoAnswer(f"cannot reach the controller at {base} ({error}); {hint}") from None
 
 
 async def _ask_through_hub(args: argparse.Namespace, method: str, path: str,
@@ -223,7 +223,10 @@ async def _ask_through_hub(args: argparse.Namespace, method: str, path: str,
                            "running")
         where = leader_address(holder, (lease.get("metadata") or {}).get("annotations") or {})
         if isinstance(where, LeaderUrl):
-            return await asyncio.to_thread(_ask_url, where.url, method, path, params, body)
+            hint = (f"the leader published that address on the Lease {namespace}/{LEASE}; "
+                    "if this machine cannot reach it, pass --controller with one it can")
+            return await asyncio.to_thread(_ask_url, where.url, method, path, params, body,
+                                           hint=hint)
         proxy = f"/api/v1/namespaces/{namespace}/pods/{where.pod}:{where.port}/proxy{path}"
         try:
             return await hub.request(method, proxy, params=params, body=body, attempts=1)
