@@ -21,8 +21,9 @@
 Writes docs/benchmarks.md "Scale" and docs/img/scale.png unless --no-write; --json
 writes the figures (``ceiling_per_s``, ``mcad_per_s``, ``dispatched``, ``lease_losses``,
 ``probe_wait_p50_s``, ``rss_max_mb`` and more). ``--smoke`` exits 1 when mcad's rate is
-below half of the ceiling. Run it under the test bed lock when other work may start a
-test bed (it brings up its own).
+below a third of the ceiling (a regression gate, not the target: eight smoke runs on this
+2-core machine gave 44-106% of the same run's ceiling). Run it under the test bed lock
+when other work may start a test bed (it brings up its own).
 """
 
 from __future__ import annotations
@@ -454,6 +455,10 @@ def profile_table(rows: list[tuple[str, float, float]]) -> list[str]:
             ""]
 
 
+# The smoke's gate: a share of the same run's ceiling (see --smoke in main).
+SMOKE_SHARE = 1 / 3
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
@@ -463,11 +468,13 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--smoke", action="store_true",
                         help="3 x 100 nodes, 1,000 AppWrappers, nothing written; exit 1 "
-                             "below half of the ceiling")
+                             "below a third of the ceiling")
     args = parser.parse_args()
     if args.smoke:
         # The ceiling from as many AppWrappers as mcad dispatches: from 500 it ranged over
-        # 42-60/s between runs, and the share with it (53-106%).
+        # 42-60/s between runs, and the share with it (53-106%). From 1,000 the share still
+        # ranged over 44-85% (the ceiling 42-65/s), so the gate is a third: it catches the
+        # regressions that matter (mcad at 1/s, or half its pace) without flaking on noise.
         args.nodes, args.appwrappers, args.ceiling, args.no_write = 100, 1000, 1000, True
     spec = TestbedSpec(spokes=3, nodes=args.nodes, gpus_per_node=8, cpu_per_node="64",
                        memory_per_node="512Gi", pods_per_node=110)
@@ -495,9 +502,9 @@ def main() -> int:
                       render(figures, args.nodes, roof))
         say("wrote docs/benchmarks.md and docs/img/scale.png")
     if args.smoke:
-        verdict = "ok" if result["share_of_ceiling"] >= 0.5 else "FAILED"
+        verdict = "ok" if result["share_of_ceiling"] >= SMOKE_SHARE else "FAILED"
         say(f"scale smoke {verdict}: {figures['mcad_per_s']:.0f}/s against a ceiling of "
-            f"{roof:.0f}/s ({result['share_of_ceiling']:.0%}; at least 50% wanted)")
+            f"{roof:.0f}/s ({result['share_of_ceiling']:.0%}; at least {SMOKE_SHARE:.0%} wanted)")
         return 0 if verdict == "ok" else 1
     return 0
 
