@@ -462,11 +462,14 @@ class AppWrapperRecord:
         """The AppWrapper as the dispatch cycle sees it, with its assumed dispatch and
         resize; rebuilt only when the object or those orders change."""
         dispatch, resize = self.live_dispatch(), self.live_resize()
-        stamp = (id(self.observed.obj), dispatch, resize)
-        if self._entry is not None and self._entry[0] == stamp:
-            return self._entry[1]
+        obj = self.observed.obj
+        cached = self._entry
+        # The object by identity (``take`` replaces it; an id could be reused once the
+        # old object is gone, so the stamp holds the object itself).
+        if cached is not None and cached[0][0] is obj and cached[0][1:] == (dispatch, resize):
+            return cached[1]
         entry = self._core_entry(config)
-        self._entry = (stamp, entry)
+        self._entry = ((obj, dispatch, resize), entry)
         return entry
 
     def _core_entry(self, config: RunConfig) -> AppWrapperEntry:

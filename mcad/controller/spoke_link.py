@@ -113,6 +113,11 @@ class SpokeLink:
     pods_by_owner: dict[str, set[str]] = field(default_factory=dict)
     held_by: dict[str, dict[str, ResourceList]] = field(default_factory=dict)
     """Per AppWrapper uid: what its bound, running pods request on each node."""
+    pod_epochs: dict[str, int] = field(default_factory=dict)
+    """Per AppWrapper uid with pods here: a number that changes whenever one of its pods
+    does and is never reused, so the dispatcher keeps what it worked out from them (its
+    reservation, where it holds room) until then (no entry: it has no pods here)."""
+    _pod_epoch: int = 0
     namespaces_made: set[str] = field(default_factory=set)
     """Namespaces known to exist on the cluster (reset whenever the link reconnects)."""
     _informers: dict[str, Informer] = field(default_factory=dict)
@@ -166,6 +171,7 @@ class SpokeLink:
         self.requested.clear()
         self.pods.clear()
         self.pods_by_owner.clear()
+        self.pod_epochs.clear()
         self.held_by.clear()
         self.namespaces_made.clear()
         self._kinds.clear()
@@ -300,6 +306,8 @@ class SpokeLink:
 
     def _account(self, pod: _Pod, sign: int) -> None:
         if pod.owner_uid:
+            self._pod_epoch += 1
+            self.pod_epochs[pod.owner_uid] = self._pod_epoch
             owned = self.pods_by_owner.setdefault(pod.owner_uid, set())
             if sign > 0:
                 owned.add(pod.uid)
@@ -307,6 +315,7 @@ class SpokeLink:
                 owned.discard(pod.uid)
                 if not owned:
                     del self.pods_by_owner[pod.owner_uid]
+                    del self.pod_epochs[pod.owner_uid]
         if pod.node and not pod.terminal:
             current = self.requested.get(pod.node, EMPTY)
             self.requested[pod.node] = current + pod.request if sign > 0 \
