@@ -124,8 +124,10 @@ class SpokeCredentials:
         return ctx
 
     def session(self) -> aiohttp.ClientSession:
+        # (read_bufsize: a watch event carries a whole object, up to etcd's 1.5 MiB)
         return aiohttp.ClientSession(connector=aiohttp.TCPConnector(
-            ssl=self.ssl_context() if self.server.startswith("https://") else False))
+            ssl=self.ssl_context() if self.server.startswith("https://") else False),
+            read_bufsize=2**21)
 
     def headers(self) -> dict[str, str]:
         if self.token:
