@@ -63,6 +63,22 @@ class _Settings(BaseModel):
     )
 
 
+class EstimateSettings(_Settings):
+    """Estimated starts (``mcad.core.estimates``): how long runs are taken to last, and
+    what the plan of the future may cost."""
+
+    default_runtime_seconds: float = Field(3600.0, gt=0)
+    """Expected run time of an AppWrapper that declares no dispatchDuration.expected and
+    has no past runs in its family or namespace."""
+    every_seconds: float = Field(15.0, ge=1)
+    """Seconds between refreshes of the plan (longer when a plan takes long: the plan
+    never uses more than a tenth of the controller's time)."""
+    max_cycles: int = Field(64, ge=1, le=10000)
+    """Simulated cycles per plan: AppWrappers not placed within them have no estimate."""
+    horizon_seconds: float = Field(7 * 86400.0, gt=0)
+    """How far ahead the plan looks."""
+
+
 class RequeuingDefaults(_Settings):
     """``schedulingSpec.requeuing`` for AppWrappers that do not give one."""
 
@@ -158,6 +174,8 @@ class RunConfig(_Settings):
     SpokeCluster names none (spec.topology.levels), e.g. [example.com/block,
     example.com/rack, kubernetes.io/hostname]. Empty: on such a spoke any node label an
     AppWrapper names in schedulingSpec.topology is a level as it stands."""
+    estimates: EstimateSettings = Field(default_factory=EstimateSettings)
+    """Estimated starts: run times, and the plan's period and budget."""
     spoke_lost_seconds: float = Field(300.0, gt=0)
     """Seconds a cluster may not answer before the AppWrappers on it are requeued
     elsewhere (reason SpokeLost) and deletions there stop waiting for it."""

@@ -103,6 +103,16 @@ _queue_wait = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
              1200.0, 1800.0, 3600.0),
     registry=REGISTRY)
+_estimate_error = Histogram(
+    "mcad_start_estimate_error_seconds",
+    "For each AppWrapper dispatched, how far its real start was from the first start "
+    "estimated for it (absolute, seconds).",
+    buckets=(5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0,
+             86400.0),
+    registry=REGISTRY)
+_estimate_plan = Gauge(
+    "mcad_start_estimate_plan_seconds", "Time the last plan of estimated starts took.",
+    registry=REGISTRY)
 _dispatches = Counter(
     "mcad_dispatches_total", "AppWrappers dispatched, by the cluster they went to.",
     ["cluster"], registry=REGISTRY)
@@ -230,6 +240,16 @@ def observe_dispatch_cycle(seconds: float, *, appwrappers: int) -> None:
     """One dispatch cycle took ``seconds`` to decide about ``appwrappers`` AppWrappers."""
     _cycle_duration.observe(seconds)
     _cycle_appwrappers.set(appwrappers)
+
+
+def observe_start_estimate_error(seconds: float) -> None:
+    """An AppWrapper started ``seconds`` away from its first estimated start."""
+    _estimate_error.observe(seconds)
+
+
+def observe_estimate_plan(seconds: float) -> None:
+    """The last plan of estimated starts took ``seconds``."""
+    _estimate_plan.set(seconds)
 
 
 def observe_queue_wait(seconds: float) -> None:

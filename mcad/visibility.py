@@ -8,7 +8,8 @@ endpoints only read them (``mcad.core.explain``), so the CLI never re-implements
 queue and what it shows is what the dispatcher decided.
 
 - ``GET /queue[?namespace=NS]``: the queued AppWrappers in the order the last cycle
-  considered them, with position, priority, quota node, demand, waiting since, reason.
+  considered them, with position, priority, quota node, demand, waiting since, reason,
+  and the estimated start of the estimator's last plan (``mcad.controller.estimator``).
 - ``GET /explain?namespace=NS&name=NAME``: one AppWrapper taken through the checks.
 - ``POST /explain`` with an AppWrapper (JSON or YAML): a dry run for one not yet
   submitted, added to the last snapshot as if created now.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +31,7 @@ from aiohttp import web
 
 from mcad.config import RunConfig
 from mcad.controller.clock import rfc3339, utcnow
+from mcad.controller.estimator import Plan
 from mcad.controller.records import AppWrapperRecord
 from mcad.core.capacity import AppWrapperKey
 from mcad.core.cycle import dispatch_cycle
@@ -39,9 +41,12 @@ from mcad.validation import check_appwrapper
 
 LastCycle = Callable[[], "tuple[Snapshot, CycleResult] | str"]
 """The last cycle, or the sentence that says why there is none (standby, starting)."""
+LastPlan = Callable[[], "Plan | None"]
+"""The estimator's last plan (``mcad.controller.estimator``), None before the first."""
 
 
-def routes(last: LastCycle, config: RunConfig) -> list[web.RouteDef]:
+def routes(last: LastCycle, config: RunConfig,
+           plan: LastPlan = lambda: None) -> list[web.RouteDef]:
     async def queue(request: web.Request) -> web.Response:
         got = last()
         if isinstance(got, str):
@@ -50,12 +55,18 @@ def routes(last: LastCycle, config: RunConfig) -> list[web.RouteDef]:
         namespace = request.query.get("namespace", "")
         rows = [r for r in queue_rows(snapshot, result)
                 if not namespace or r.key.split("/", 1)[0] == namespace]
+        planned = plan()
+
+        def start_of(key: AppWrapperKey) -> str | None:
+            found = planned.estimate(key) if planned is not None else None
+            return rfc3339(found.start) if found is not None and found.start else None
+
         return _json({"cycle": rfc3339(snapshot.now), "items": [
             {"position": r.position, "namespace": r.key.split("/", 1)[0],
              "name": r.key.split("/", 1)[1], "priority": r.priority,
              "quota": [f"{tree}/{node}" for tree, node in r.quota], "demand": r.demand,
              "waitingSince": rfc3339(r.waiting_since), "reason": r.reason,
-             "message": r.message} for r in rows]})
+             "message": r.message, "estimatedStart": start_of(r.key)} for r in rows]})
 
     async def explain_one(request: web.Request) -> web.Response:
         got = last()
@@ -65,10 +76,17 @@ def routes(last: LastCycle, config: RunConfig) -> list[web.RouteDef]:
         namespace, name = request.query.get("namespace", ""), request.query.get("name", "")
         if not namespace or not name:
             return _problem(400, "give ?namespace=...&name=...")
-        found = explain(snapshot, result, AppWrapperKey(f"{namespace}/{name}"))
+        key = AppWrapperKey(f"{namespace}/{name}")
+        found = explain(snapshot, result, key)
         if found is None:
             return _problem(404, f"AppWrapper {namespace}/{name} is not queued or running "
                                  "(completed, failed, deleted, or not seen yet)")
+        planned = plan()
+        if planned is not None and planned.estimate(key) is not None \
+                and found.outcome not in ("Running", "Dispatched"):
+            start, basis = planned.describe(key)
+            found = replace(found, estimated_start=start,
+                            estimate_basis=f"{basis} (planned at {rfc3339(planned.made_at)})")
         return _json(_explanation(found, snapshot))
 
     async def dry_run(request: web.Request) -> web.Response:

@@ -69,6 +69,9 @@ CAN_I = [
      False),
     ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io", None, False),
     ("update", "secrets/mcad-webhook-tls", "mcad-system", True),
+    ("update", "configmaps/mcad-runtimes", "mcad-system", True),
+    ("update", "configmaps/mcad-config", "mcad-system", False),
+    ("create", "configmaps", "mcad-system", False),
     ("update", "secrets/spoke-1-kubeconfig", "mcad-system", False),
 ]
 

@@ -108,14 +108,45 @@ def queue_table(items: list[dict[str, Any]], *, wide: bool, now: datetime) -> st
     if not items:
         return "No AppWrappers are waiting."
     head = ["POSITION", "NAMESPACE", "NAME", "PRIORITY", "QUOTA NODE", "DEMAND", "WAITING",
-            "REASON"] + (["MESSAGE"] if wide else [])
+            "ESTIMATED START", "REASON"] + (["MESSAGE"] if wide else [])
     rows = [head]
     for item in items:
         rows.append([str(item["position"]), item["namespace"], item["name"],
                      str(item["priority"]), ",".join(item.get("quota") or []) or "-",
-                     item["demand"], age(item.get("waitingSince"), now=now), item["reason"]]
+                     item["demand"], age(item.get("waitingSince"), now=now),
+                     estimated(item.get("estimatedStart"), now=now), item["reason"]]
                     + ([item.get("message", "")] if wide else []))
     return columns(rows)
+
+
+def estimated(start: str | None, *, now: datetime) -> str:
+    """``in 14m (15:02)``: how soon, and the time of day (UTC); ``-`` when there is no
+    estimate, ``now`` when it is due."""
+    moment = parse_moment(start)
+    if moment is None:
+        return "-"
+    seconds = (moment - now).total_seconds()
+    if seconds <= 0:
+        return "now"
+    if seconds < 120:
+        soon = f"{int(seconds)}s"
+    elif seconds < 7200:
+        soon = f"{int(seconds // 60)}m"
+    elif seconds < 172800:
+        soon = f"{int(seconds // 3600)}h"
+    else:
+        soon = f"{int(seconds // 86400)}d"
+    return f"in {soon} ({moment.strftime('%H:%M')})"
+
+
+def parse_moment(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 # -- mcad explain ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 
 from mcad import visibility
 from mcad.config import ConfigError, RunConfig, load_run_config
+from mcad.controller.estimator import Plan
 from mcad.controller.leader import (
     CONTROLLER_POD_ANNOTATION,
     CONTROLLER_URL_ANNOTATION,
@@ -255,10 +256,13 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
         last = current[0].dispatcher.last if current else None
         return last if last is not None else "the controller has not run a cycle yet"
 
+    def plan() -> Plan | None:
+        return current[0].estimator.plan if current else None
+
     runners = []
     try:
         runners.append(await start_server(args.metrics_address, ready=readiness,
-                                          extra=visibility.routes(last_cycle, config)))
+                                          extra=visibility.routes(last_cycle, config, plan)))
         if args.health_address:
             runners.append(await start_server(args.health_address, ready=readiness))
         log.info("serving metrics on port %d", bound_port(runners[0]))

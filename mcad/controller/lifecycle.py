@@ -84,13 +84,18 @@ this condition's lastTransitionTime."""
 
 class Lifecycle:
     def __init__(self, *, config: RunConfig, writer: HubWriter, objects: ObjectManager,
-                 leftovers: Leftovers, changed: Callable[[], None]) -> None:
+                 leftovers: Leftovers, changed: Callable[[], None],
+                 completed: Callable[[AppWrapperRecord, datetime], None] = lambda *_: None
+                 ) -> None:
         self.config = config
         self.writer = writer
         self.objects = objects
         self.leftovers = leftovers
         self.changed = changed
         """Tells the dispatcher that quota or capacity was given back."""
+        self.completed = completed
+        """Told once per run that completed (written here), with the moment: the run
+        times that estimated starts learn from (``RuntimeBook``)."""
 
     # -- taking back ----------------------------------------------------------------------
     async def take_back(self, rec: AppWrapperRecord) -> Next | None:
@@ -221,6 +226,7 @@ class Lifecycle:
                              message),))
             if ok and state == "Completed":
                 self.writer.event(rec, reason="Completed", message=message)
+                self.completed(rec, utcnow())
                 self.changed()
             return None
         if isinstance(decision, Requeue):

@@ -14,6 +14,9 @@ The concurrency, stated once:
   at a time (``Reconciler``); a second queue, keyed by cluster, collects what a lost
   cluster was left with once it answers again (``Leftovers``);
 - one task posts Events (``EventSender``: bounded, aggregating repeats);
+- one task keeps the history of run times on the hub (``RuntimeBook``), and one plans
+  estimated starts from the last cycle (``Estimator``, in a worker thread, on frozen
+  values);
 - reports read the caches and write observations (metrics, SpokeCluster status).
 
 Each part of an AppWrapper's record has one writer (``controller/records.py``). Nothing
@@ -26,12 +29,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import timedelta
 
 from mcad import metrics
 from mcad.config import RunConfig
 from mcad.controller.admission import Admission
 from mcad.controller.creation import Creation
 from mcad.controller.dispatcher import Dispatcher
+from mcad.controller.estimator import Estimator
 from mcad.controller.events import EventSender
 from mcad.controller.hub import HubCache
 from mcad.controller.leftovers import Leftovers
@@ -39,12 +44,14 @@ from mcad.controller.lifecycle import Lifecycle
 from mcad.controller.objects import ObjectManager
 from mcad.controller.reconciler import Reconciler
 from mcad.controller.reports import Reports
+from mcad.controller.runtimes import RuntimeBook
 from mcad.controller.spoke_links import SpokeLinks
 from mcad.controller.state import ControllerState
 from mcad.controller.supervisor import Supervisor, TaskFactory
 from mcad.controller.workqueue import WorkQueue, run_workers
 from mcad.controller.writer import HubWriter
 from mcad.core.capacity import AppWrapperKey
+from mcad.core.runtimes import RuntimePolicy
 from mcad.core.wrapping import wrapped_kinds
 from mcad.gateway.connection import Connection, WriteFence
 
@@ -76,8 +83,13 @@ class Controller:
                                      released=self.changed)
         self.leftovers = Leftovers(hub=hub, state=self.state)
         self.spoke_queue: WorkQueue[str] = WorkQueue("spokes")
+        self.runtimes = RuntimeBook(hub=hub, namespace=config.namespace, policy=RuntimePolicy(
+            default=timedelta(seconds=config.estimates.default_runtime_seconds)))
+        self.estimator = Estimator(state=self.state, config=config, book=self.runtimes,
+                                   last_cycle=lambda: self.dispatcher.last)
         lifecycle = Lifecycle(config=config, writer=self.writer, objects=self.objects,
-                              leftovers=self.leftovers, changed=self.changed)
+                              leftovers=self.leftovers, changed=self.changed,
+                              completed=self.runtimes.completed)
         self.reconciler = Reconciler(
             state=self.state, config=config, queue=self.queue, changed=self.changed,
             admission=Admission(config=config, writer=self.writer, objects=self.objects,
@@ -117,6 +129,7 @@ class Controller:
                                                            self.leftovers.collect, workers=2)),
                   ("reports", self.reports.run), ("summary", self.reports.summarize),
                   ("events", self.events.run),
+                  ("runtime history", self.runtimes.run), ("estimates", self.estimator.run),
                   *self.extra_tasks]
         async with asyncio.TaskGroup() as group:
             group.create_task(self.supervisor.run(*tasks), name="supervisor")

@@ -1,0 +1,167 @@
+"""Estimated starts, refreshed from the dispatcher's last cycle (a task of the leader).
+
+Why a task of its own and not a part of every cycle: a plan plays up to ``maxCycles``
+cycles forward (``mcad.core.estimates``), tens of times the cost of the real cycle, and
+a start estimate that is 15 s old is as useful as a fresh one. So the estimator takes
+the last cycle's snapshot and result (frozen values: safe to read from a thread), works
+out what each running AppWrapper is expected to take (``RuntimeBook``: declared, else
+its family's past runs, else its namespace's, else the default), runs the plan in a
+worker thread, and keeps the answer for ``mcad queue`` and ``mcad explain``. It waits
+``everySeconds`` between plans, or ten times the last plan's duration when that is
+longer, so planning never takes more than a tenth of the controller's time.
+
+It also measures itself: the first estimate each queued AppWrapper got is kept, and
+when that AppWrapper is dispatched the difference between the estimate and the real
+start is observed in ``mcad_start_estimate_error_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from mcad import metrics
+from mcad.config import RunConfig
+from mcad.controller.runtimes import RuntimeBook
+from mcad.controller.state import ControllerState
+from mcad.core.capacity import AppWrapperKey
+from mcad.core.estimates import Estimate, Estimates, estimate_starts
+from mcad.core.runtimes import RuntimeEstimate
+from mcad.core.snapshot import Admitted, AppWrapperEntry, CycleResult, Snapshot
+
+log = logging.getLogger(__name__)
+LastCycle = Callable[[], "tuple[Snapshot, CycleResult] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The estimator's last answer: when each queued AppWrapper should start."""
+
+    made_at: datetime
+    """The moment of the cycle the plan started from."""
+    estimates: Estimates
+    runtimes: dict[AppWrapperKey, RuntimeEstimate]
+    """What each AppWrapper of the snapshot was expected to run for."""
+    seconds: float
+    """How long the plan took to make."""
+
+    def estimate(self, key: AppWrapperKey) -> Estimate | None:
+        return self.estimates.starts.get(key)
+
+    def describe(self, key: AppWrapperKey) -> tuple[datetime | None, str]:
+        """When ``key`` should start and what that rests on, in a sentence: "estimate:
+        after team-a/llama-7 ends, expected ...; team-a/llama-7 runs 2h (from 12 past
+        runs of its family)"."""
+        found = self.estimates.starts.get(key)
+        if found is None:
+            return None, "no estimate yet: the plan is made every few seconds"
+        basis = found.basis
+        parts = [f"{after} runs {_duration(self.runtimes[after])} "
+                 f"({self.runtimes[after].describe()})"
+                 for after in found.after[:3] if after in self.runtimes]
+        if parts:
+            basis += "; " + "; ".join(parts)
+        own = self.runtimes.get(key)
+        if own is not None and found.start is not None:
+            basis += f"; it is expected to run {_duration(own)} ({own.describe()})"
+        return found.start, basis
+
+
+def _duration(estimate: RuntimeEstimate) -> str:
+    seconds = round(estimate.seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+
+
+class Estimator:
+    def __init__(self, *, state: ControllerState, config: RunConfig, book: RuntimeBook,
+                 last_cycle: LastCycle) -> None:
+        self.state = state
+        self.config = config
+        self.book = book
+        self.last_cycle = last_cycle
+        self.plan: Plan | None = None
+        self._first: dict[AppWrapperKey, tuple[str, datetime]] = {}
+        """Queued AppWrapper -> (uid, its first estimated start), for the error metric."""
+
+    async def run(self) -> None:
+        settings = self.config.estimates
+        wait = settings.every_seconds
+        while True:
+            await asyncio.sleep(wait)
+            last = self.last_cycle()
+            if last is None:
+                continue
+            started = time.perf_counter()
+            plan = await self.refresh(*last)
+            wait = max(settings.every_seconds, 10 * plan.seconds)
+            log.debug("estimates: %d queued, %d cycles, %.2fs", len(plan.estimates.starts),
+                      plan.estimates.cycles, time.perf_counter() - started)
+
+    async def refresh(self, snapshot: Snapshot, result: CycleResult) -> Plan:
+        """Plan from ``snapshot`` (whose cycle gave ``result``) and keep the answer."""
+        runtimes = self.runtimes(snapshot)
+        ends = expected_ends(snapshot, runtimes)
+        default = timedelta(seconds=self.config.estimates.default_runtime_seconds)
+
+        def runtime_of(entry: AppWrapperEntry) -> timedelta:
+            known = runtimes.get(entry.key)
+            return known.duration if known is not None else default
+
+        settings = self.config.estimates
+        started = time.perf_counter()
+        estimates = await asyncio.to_thread(
+            estimate_starts, snapshot, expected_end=ends, runtime_of=runtime_of,
+            horizon=timedelta(seconds=settings.horizon_seconds),
+            max_steps=settings.max_cycles, first=result)
+        self.plan = Plan(snapshot.now, estimates, runtimes, time.perf_counter() - started)
+        metrics.observe_estimate_plan(self.plan.seconds)
+        self.score(snapshot, estimates)
+        return self.plan
+
+    def runtimes(self, snapshot: Snapshot) -> dict[AppWrapperKey, RuntimeEstimate]:
+        out: dict[AppWrapperKey, RuntimeEstimate] = {}
+        records = self.state.appwrappers
+        for entry in snapshot.appwrappers:
+            rec = records.get(entry.key)
+            if rec is not None:
+                out[entry.key] = self.book.expected(rec)
+        return out
+
+    def score(self, snapshot: Snapshot, estimates: Estimates) -> None:
+        """Observe the error of the first estimate of every AppWrapper dispatched since
+        the last plan; keep the first estimate of every newly queued one."""
+        entries = {e.key: e for e in snapshot.appwrappers}
+        for key, (uid, first) in list(self._first.items()):
+            entry = entries.get(key)
+            if entry is None or entry.uid != uid:
+                del self._first[key]  # deleted, or finished before we saw it run
+            elif isinstance(entry.phase, Admitted) and entry.dispatched is not None:
+                metrics.observe_start_estimate_error(
+                    abs((entry.dispatched - first).total_seconds()))
+                del self._first[key]
+        for key, estimate in estimates.starts.items():
+            if estimate.start is not None and key not in self._first and key in entries:
+                self._first[key] = (entries[key].uid, estimate.start)
+
+
+def expected_ends(snapshot: Snapshot, runtimes: dict[AppWrapperKey, RuntimeEstimate]
+                  ) -> dict[AppWrapperKey, datetime]:
+    """When each running AppWrapper of ``snapshot`` should end: its declared end, else
+    its dispatch plus its expected run time."""
+    ends: dict[AppWrapperKey, datetime] = {}
+    for entry in snapshot.appwrappers:
+        if not isinstance(entry.phase, Admitted):
+            continue
+        if entry.expected_end is not None:
+            ends[entry.key] = entry.expected_end
+        elif entry.dispatched is not None and entry.key in runtimes:
+            ends[entry.key] = entry.dispatched + runtimes[entry.key].duration
+    return ends

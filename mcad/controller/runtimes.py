@@ -1,0 +1,148 @@
+"""The leader's memory of how long runs took, kept on the hub.
+
+Owner of the ``RuntimeHistory`` (``mcad.core.runtimes``). The lifecycle tells it each
+completion it wrote (``completed``: only the reconciler that wrote ``Completed`` calls
+it, once per run, so a restart that lists finished AppWrappers again records nothing
+twice). The history lives in ConfigMap ``mcad-runtimes`` in mcad's namespace (key
+``history.json``): read once when this leader starts, written at most every
+``SAVE_EVERY_S`` while something new was recorded, conditionally (its resourceVersion),
+so the next leader reads what this one learned. A history that cannot be read is logged
+and started anew: estimates then fall back on declared run times and the default, and
+nothing else depends on it. The manifests create the ConfigMap (mcad may update only
+that one); where it is missing and mcad may create it (a test bed), it does.
+
+Completions recorded before the stored history is read are kept and added to it, so
+the first seconds of a term lose nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from mcad.controller.records import AppWrapperRecord
+from mcad.core.runtimes import (
+    MalformedHistory,
+    RuntimeEstimate,
+    RuntimeHistory,
+    RuntimePolicy,
+    family_of,
+)
+from mcad.gateway import verbs
+from mcad.gateway.connection import Connection
+from mcad.gateway.errors import AlreadyExists, ApiError, Conflict, NotFound
+from mcad.gateway.refs import ResourceRef
+
+log = logging.getLogger(__name__)
+CONFIGMAPS = ResourceRef("v1", "ConfigMap", "configmaps", namespaced=True)
+NAME = "mcad-runtimes"
+KEY = "history.json"
+SAVE_EVERY_S = 10.0
+
+
+class RuntimeBook:
+    """Completed runs per namespace and family, and what a run is expected to take."""
+
+    def __init__(self, *, hub: Connection, namespace: str, policy: RuntimePolicy) -> None:
+        self.hub = hub
+        self.namespace = namespace
+        self.policy = policy
+        self.history = RuntimeHistory()
+        self.loaded = False
+        self._early: list[tuple[str, str, float, datetime]] = []
+        self._dirty = False
+        self._stored: dict[str, Any] | None = None
+        """The ConfigMap as last read or written (its resourceVersion fences writes)."""
+
+    # -- what the controller tells it and asks ---------------------------------------------
+    def completed(self, rec: AppWrapperRecord, now: datetime) -> None:
+        """``rec``'s run completed at ``now`` (its run time: from its dispatch)."""
+        started = rec.dispatched_at()
+        if started is None:
+            return
+        seconds = max(0.0, (now - started).total_seconds())
+        run = (rec.namespace, self.family(rec), seconds, now)
+        if not self.loaded:
+            self._early.append(run)
+            return
+        self._record(*run)
+
+    def family(self, rec: AppWrapperRecord) -> str:
+        return family_of(rec.name, rec.meta.get("labels") or {})
+
+    def expected(self, rec: AppWrapperRecord) -> RuntimeEstimate:
+        """How long ``rec``'s run is expected to take, and what that rests on."""
+        declared = rec.run_expected()
+        return self.history.expected_runtime(
+            namespace=rec.namespace, family=self.family(rec),
+            declared=timedelta(seconds=declared) if declared is not None else None,
+            policy=self.policy)
+
+    def _record(self, namespace: str, family: str, seconds: float, at: datetime) -> None:
+        self.history = self.history.record(namespace, family, seconds, at)
+        self._dirty = True
+
+    # -- the ConfigMap ------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Read the stored history, then write it back whenever it grew (a task)."""
+        if not self.loaded:
+            await self.load()
+        while True:
+            await asyncio.sleep(SAVE_EVERY_S)
+            if self._dirty:
+                await self.save()
+
+    async def load(self) -> None:
+        try:
+            stored = await verbs.get(self.hub, CONFIGMAPS, NAME, namespace=self.namespace)
+        except NotFound:
+            stored = None
+        history = RuntimeHistory()
+        if stored is not None:
+            self._stored = stored
+            text = (stored.get("data") or {}).get(KEY) or ""
+            if text:
+                try:
+                    history = RuntimeHistory.from_dict(json.loads(text))
+                except (ValueError, MalformedHistory) as err:
+                    log.warning("the runtime history in ConfigMap %s/%s cannot be read (%s); "
+                                "starting a new one", self.namespace, NAME, err)
+        self.history, self.loaded = history, True
+        early, self._early = self._early, []
+        for run in early:
+            self._record(*run)
+        runs = sum(len(r) for families in history.runs.values() for r in families.values())
+        log.info("runtime history: %d past runs read from ConfigMap %s/%s", runs,
+                 self.namespace, NAME)
+
+    async def save(self) -> None:
+        """Write the history; on a conflict read the ConfigMap's version and try again
+        at the next round (this leader's history is the newer: it read the stored one
+        when it started)."""
+        data = {KEY: json.dumps(self.history.to_dict(), separators=(",", ":"))}
+        self._dirty = False
+        try:
+            if self._stored is None:
+                self._stored = await verbs.create(self.hub, CONFIGMAPS, {
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": NAME, "namespace": self.namespace,
+                                 "labels": {"app.kubernetes.io/part-of": "mcad"}},
+                    "data": data}, namespace=self.namespace)
+            else:
+                body = {**self._stored, "data": data}
+                self._stored = await verbs.replace(self.hub, CONFIGMAPS, body)
+        except (Conflict, AlreadyExists):
+            self._dirty = True
+            try:
+                self._stored = await verbs.get(self.hub, CONFIGMAPS, NAME,
+                                               namespace=self.namespace)
+            except ApiError as err:
+                log.warning("the runtime history could not be read back: %s", err)
+        except ApiError as err:
+            self._dirty = True
+            log.warning("the runtime history could not be written to ConfigMap %s/%s: %s",
+                        self.namespace, NAME, err)
+
