@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from mcad.api.documents import yaml_problem
+from mcad.core.backfill import BackfillRule
 from mcad.core.cycle import CyclePolicy
 from mcad.core.placement import PlacementPolicy
 from mcad.core.requeue import GrowthType, RequeuePolicy
@@ -139,6 +140,12 @@ class RunConfig(_Settings):
     share (DRF); false: one queue by priority and age."""
     starvation_seconds: float = Field(300.0, ge=0)
     """Seconds a pending AppWrapper may be overtaken by smaller ones before it blocks them."""
+    backfill: Literal["mcad", "reservation"] = "mcad"
+    """mcad: smaller AppWrappers overtake the head of the line until it has waited
+    starvationSeconds, then it holds their room (MCAD's rule). reservation: the head
+    gets a reservation at its expected start, and one behind it starts now only if it is
+    expected to end by then or leaves the reserved room whole (EASY backfill; run times
+    as for estimates)."""
     default_requeuing: RequeuingDefaults = Field(default_factory=RequeuingDefaults)
     """Requeuing for AppWrappers whose schedulingSpec has none."""
     allowed_kinds: list[str] = Field(default_factory=lambda: ["*"])
@@ -284,7 +291,8 @@ class RunConfig(_Settings):
         return CyclePolicy(placement=PlacementPolicy(self.placement),
                            preemption=self.preemption.policy(),
                            starvation_seconds=self.starvation_seconds,
-                           fair_sharing=self.fair_sharing)
+                           fair_sharing=self.fair_sharing,
+                           backfill=BackfillRule(self.backfill))
 
 
 def load_run_config(path: Path | None) -> RunConfig:

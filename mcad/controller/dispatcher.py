@@ -29,9 +29,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from mcad import metrics
 from mcad.config import RunConfig
@@ -48,6 +48,7 @@ from mcad.controller.records import (
 from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
+from mcad.core.backfill import BackfillRule
 from mcad.core.capacity import AppWrapperKey, ClusterCapacity, NodeName, Reservation
 from mcad.core.carried import CarriedCycle
 from mcad.core.cycle import AppWrapperEntry, CycleResult, Pending, Snapshot
@@ -62,6 +63,19 @@ PACING = 1.0
 a backlog drains, every pod bound is a reason for a cycle, and back-to-back cycles over
 10,000 AppWrappers would leave the reconcilers (which do the writes) no CPU. At 1.0
 cycles take at most half of the controller's time."""
+
+
+class Runtimes(Protocol):
+    """Expected run times (``controller.runtimes.RuntimeBook``)."""
+
+    @property
+    def version(self) -> int:
+        """Changes whenever an expected run time may have changed."""
+        ...
+
+    def seconds(self, rec: AppWrapperRecord) -> float:
+        """How long ``rec``'s run is expected to take."""
+        ...
 
 
 def unplaced(pod_sets: tuple[PodSet, ...], placed: list[ResourceList]) -> tuple[PodSet, ...]:
@@ -89,10 +103,12 @@ class Dispatcher:
     """Runs cycles when something relevant changed and records their decisions as orders."""
 
     def __init__(self, *, state: ControllerState, config: RunConfig,
-                 queue: WorkQueue[AppWrapperKey]) -> None:
+                 queue: WorkQueue[AppWrapperKey], runtimes: Runtimes | None = None) -> None:
         self.state = state
         self.config = config
         self.queue = queue
+        self.runtimes = runtimes
+        """Expected run times, for reservation backfill (``RuntimeBook``)."""
         self.wanted = asyncio.Event()
         self.last_duration = 0.0
         """Seconds the last cycle took (capped at 1), for pacing."""
@@ -130,6 +146,8 @@ class Dispatcher:
         held: dict[str, dict[AppWrapperKey, tuple[tuple[NodeName, ResourceList], ...]]] = {}
         last, shares = self._shares, {}
         links = self.state.links
+        runtimes = self.runtimes if policy.backfill is BackfillRule.RESERVATION else None
+        version = runtimes.version if runtimes is not None else 0
         for key, rec in self.state.appwrappers.items():
             share = last.get(key)
             if share is None or not share.current(rec):
@@ -140,8 +158,14 @@ class Dispatcher:
                 until = rec.progress.hold_until
                 if until is not None and until > now:
                     continue  # its reconciler keeps the timer that brings it back
-            if share.entry is not None:
-                entries.append(share.entry)
+            entry = share.entry
+            if entry is not None:
+                if runtimes is not None:  # with its expected run time (as of the history)
+                    if share.timed is None or share.timed_version != version:
+                        share.timed = replace(entry, expected_runtime=runtimes.seconds(rec))
+                        share.timed_version = version
+                    entry = share.timed
+                entries.append(entry)
             if share.held_demand is None:
                 continue
             link = links.get(share.cluster)
@@ -243,6 +267,9 @@ class _Share:
     reservation: tuple[PodSet, ...] = ()
     """Its pods not yet bound or finished: room the cluster keeps for them."""
     held: tuple[tuple[NodeName, ResourceList], ...] | None = None
+    timed: AppWrapperEntry | None = None
+    """``entry`` with its expected run time, as of history version ``timed_version``."""
+    timed_version: int = -1
 
     @classmethod
     def of(cls, rec: AppWrapperRecord, config: RunConfig) -> _Share:

@@ -77,7 +77,6 @@ class Controller:
         self.supervisor = Supervisor()
         self.events = EventSender(hub)
         self.writer = HubWriter(hub, self.events)
-        self.dispatcher = Dispatcher(state=self.state, config=config, queue=self.queue)
         self.reports = Reports(hub=hub, state=self.state)
         self.objects = ObjectManager(state=self.state, config=config, writer=self.writer,
                                      released=self.changed)
@@ -85,6 +84,8 @@ class Controller:
         self.spoke_queue: WorkQueue[str] = WorkQueue("spokes")
         self.runtimes = RuntimeBook(hub=hub, namespace=config.namespace, policy=RuntimePolicy(
             default=timedelta(seconds=config.estimates.default_runtime_seconds)))
+        self.dispatcher = Dispatcher(state=self.state, config=config, queue=self.queue,
+                                     runtimes=self.runtimes)
         self.estimator = Estimator(state=self.state, config=config, book=self.runtimes,
                                    last_cycle=lambda: self.dispatcher.last)
         lifecycle = Lifecycle(config=config, writer=self.writer, objects=self.objects,

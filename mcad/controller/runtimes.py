@@ -51,6 +51,8 @@ class RuntimeBook:
         self.namespace = namespace
         self.policy = policy
         self.history = RuntimeHistory()
+        self.version = 0
+        """Changes whenever the history does (expected run times may have moved)."""
         self.loaded = False
         self._early: list[tuple[str, str, float, datetime]] = []
         self._dirty = False
@@ -81,8 +83,12 @@ class RuntimeBook:
             declared=timedelta(seconds=declared) if declared is not None else None,
             policy=self.policy)
 
+    def seconds(self, rec: AppWrapperRecord) -> float:
+        return self.expected(rec).seconds
+
     def _record(self, namespace: str, family: str, seconds: float, at: datetime) -> None:
         self.history = self.history.record(namespace, family, seconds, at)
+        self.version += 1
         self._dirty = True
 
     # -- the ConfigMap ------------------------------------------------------------------------
@@ -111,6 +117,7 @@ class RuntimeBook:
                     log.warning("the runtime history in ConfigMap %s/%s cannot be read (%s); "
                                 "starting a new one", self.namespace, NAME, err)
         self.history, self.loaded = history, True
+        self.version += 1
         early, self._early = self._early, []
         for run in early:
             self._record(*run)

@@ -35,14 +35,16 @@ Why this rule: pure backfill starves large gangs (small jobs keep taking the roo
 frees up); strict FIFO idles the cluster. Holding back only after a wait bounds the
 head's delay by the threshold plus the time running work needs to drain.
 
-Reservation-based (EASY) backfill, Slurm's answer, is the other rule, kept here beside
-it and not yet wired into the cycle (issue 22): the head of the line gets a reservation
-at its estimated start (``mcad.core.estimates``) for the room it will take then; an
-AppWrapper behind it that fits now may start now only when it is expected to end
+Reservation-based (EASY) backfill, Slurm's answer, is the other rule (policy
+``backfill: reservation``; ``mcad.core.reservation`` works it out in the cycle): the head
+of the line, when it waits for room, gets a reservation at the first moment running work
+is expected to have freed enough of one cluster for it, on the nodes it would take then;
+an AppWrapper behind it that fits now may start now only when it is expected to end
 before that reservation, or when it leaves the reserved room whole (``may_backfill``).
 So the head is never delayed by backfill when run times are exact, and the gaps before
 its start are still used. A job that overruns its estimate is not evicted for it: the
-reservation moves, and the error is counted.
+reservation moves at the next cycle. A head that waits for quota, or whose cluster's
+running work has no expected end, is held by the first rule instead.
 """
 
 from __future__ import annotations
@@ -50,10 +52,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from mcad.core.resources import ResourceList
 
 DEFAULT_STARVATION_SECONDS = 300.0
+
+
+class BackfillRule(StrEnum):
+    """Which rule keeps the head of the line from starving (the module docstring)."""
+
+    MCAD = "mcad"
+    """Backfill freely until the head has waited ``starvation_seconds``, then hold."""
+    RESERVATION = "reservation"
+    """Reserve for the head at its expected start; backfill only what cannot delay it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,7 +89,9 @@ class CycleBooks:
         self.board = ClusterBoard(snapshot.clusters)
         self.everywhere = self.board.eligible()
         self.line = HeadOfLine(board=self.board, now=self.now, placement=self.policy.placement,
-                               backfill=BackfillPolicy(self.policy.starvation_seconds))
+                               backfill=BackfillPolicy(self.policy.starvation_seconds),
+                               rule=self.policy.backfill,
+                               running=lambda: (w.entry for w in self.running))
         self.order: FairOrder[AppWrapperEntry] | None = None
         self.running: list[RunningWork] = []
         self.draining_for: dict[AppWrapperKey, list[AppWrapperEntry]] = {}

@@ -309,6 +309,11 @@ class NodePool:
         index = self._index.get(NodeName(node))
         return 0 if index is None else self.free[index].get(resource, 0)
 
+    def room_on(self, node: str) -> ResourceList:
+        """Everything free on ``node`` now (empty for a node not in the pool)."""
+        index = self._index.get(NodeName(node))
+        return ResourceList() if index is None else ResourceList(self.free[index])
+
     def release(self, node: str, requests: ResourceList, sign: int = 1) -> None:
         """Add ``requests`` to ``node``'s free room (``sign=-1``: take them); a node not in
         the pool (not ready, cordoned) is ignored."""

@@ -50,6 +50,7 @@ import bisect
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 
+from mcad.core.backfill import BackfillRule
 from mcad.core.books import CycleBooks
 from mcad.core.capacity import AppWrapperKey, ClusterCapacity
 from mcad.core.cycle import decide_and_tell, run_cycle
@@ -186,7 +187,9 @@ class CarriedCycle:
                 return result
             self.why_full = result
         elif memo is not None:
-            self.why_full = "the last cycle dispatched, evicted or resized"
+            self.why_full = ("reservation backfill decides in full"
+                             if snapshot.policy.backfill is BackfillRule.RESERVATION
+                             else "the last cycle dispatched, evicted or resized")
         self.carried = False
         self._memo = memo = _full(snapshot)
         return memo.result
@@ -201,8 +204,10 @@ def _full(snapshot: Snapshot) -> _Memo:
     memo.outcomes = {p.key: p for p in memo.result.pending}
     memo.entries = _by_id(snapshot)
     result = memo.result
+    # Reservation backfill weighs expected ends against the moving now: never carried.
     memo.carriable = not (result.dispatches or result.evictions or result.resizes) and not \
-        any(e.priority_slope for e in memo.queued.values())
+        any(e.priority_slope for e in memo.queued.values()) and \
+        snapshot.policy.backfill is BackfillRule.MCAD
     memo.wake_at = _wake_at(memo)
     return memo
 

@@ -274,7 +274,15 @@ def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
         placement = books.board.place(demand, books.line.open(candidates),
                                       policy=books.policy.placement, avoid=entry.avoid_cluster)
         if isinstance(placement, Placement):
-            return placement
+            refused = books.line.admits(entry, placement)
+            if refused is None:
+                return placement
+            # It would delay the head's reservation: not a misfit of its shape (another
+            # of the same shape that ends sooner may go), so not cached.
+            books.board.unplace(placement)
+            _blocked(books, entry, demand, assignment, candidates, blocked=refused,
+                     by_quota=False, tried_small=True)
+            return None
         if books.line.would_fit_unreserved(demand, candidates):
             blocked = books.line.behind(False)
         else:

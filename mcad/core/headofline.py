@@ -1,37 +1,48 @@
 """The head of the line: when the small ones stop overtaking the big one.
 
-The rule is stated in ``mcad.core.backfill`` (backfill with a starvation guard). This
-module, one of the cycle's parts, is its state for one cycle: who the head is, and what
-is reserved for it (its quota charged in ``held_quota``; its nodes held when it fits
-now, or one cluster closed to everyone behind it when it fits nowhere yet), and the
-questions the cycle asks: may this AppWrapper still use a cluster, and would it have
-fitted but for the reservation.
+The rules are stated in ``mcad.core.backfill`` (backfill with a starvation guard, or
+reservation-based). This module, one of the cycle's parts, is their state for one cycle:
+who the head is, and what is reserved for it (its quota charged in ``held_quota``; its
+nodes held when it fits now, or one cluster closed to everyone behind it when it fits
+nowhere yet; or, by reservation, nodes at a future moment: ``promise``), and the
+questions the cycle asks: may this AppWrapper still use a cluster, may it start on the
+nodes it found, and would it have fitted but for the reservation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from mcad.core.backfill import BackfillPolicy
+from mcad.core.backfill import BackfillPolicy, BackfillRule
 from mcad.core.demand import Demand
 from mcad.core.placement import ClusterBoard, Placement, PlacementPolicy, resource_weight_order
 from mcad.core.quota import QuotaAssignment, QuotaForest
+from mcad.core.reservation import Promise, promise
 from mcad.core.snapshot import AppWrapperEntry, Blocked, PendingReason
 
 
 class HeadOfLine:
     def __init__(self, *, board: ClusterBoard, backfill: BackfillPolicy, now: datetime,
-                 placement: PlacementPolicy) -> None:
+                 placement: PlacementPolicy, rule: BackfillRule = BackfillRule.MCAD,
+                 running: Callable[[], Iterable[AppWrapperEntry]] = tuple) -> None:
         self.board = board
         self.backfill = backfill
         self.now = now
         self.placement = placement
+        self.rule = rule
+        self.running = running
+        """The admitted AppWrappers (whose ends free room for a reservation)."""
         self.seen = False
         """True once the head of line is known (whether or not it holds a reservation)."""
+        self.first: AppWrapperEntry | None = None
+        """The head of line this cycle, once known (holding a reservation or not)."""
         self.head: AppWrapperEntry | None = None
         self.held_quota: QuotaForest | None = None
         self.held_nodes: Placement | None = None
         self.closed_cluster: int | None = None
+        self.promise: Promise | None = None
+        """Reservation backfill: the room and moment reserved for the head."""
 
     def open(self, candidates: tuple[int, ...]) -> tuple[int, ...]:
         """The candidates, less the cluster closed to everyone behind the head."""
@@ -63,6 +74,13 @@ class HeadOfLine:
         if by_quota and not self.board.fits_when_empty(demand, candidates):
             return
         self.seen = True
+        self.first = entry
+        if self.rule is BackfillRule.RESERVATION and not by_quota:
+            self.promise = promise(self.board, entry, demand, candidates, self.running(),
+                                   now=self.now)
+            if self.promise is not None:
+                self.head = entry
+                return
         if not self.backfill.is_starving(now=self.now,
                                          waiting_since=entry.queued_since or entry.created):
             return
@@ -77,6 +95,17 @@ class HeadOfLine:
                 self.held_nodes = placement
                 return
         self.closed_cluster = self._cluster_to_drain(demand, candidates)
+
+    def admits(self, entry: AppWrapperEntry, placement: Placement) -> Blocked | None:
+        """None when ``entry``, placed now, may start; else why it waits for the head's
+        reservation (reservation backfill only)."""
+        held = self.promise
+        if held is None:
+            return None
+        why = held.admits(entry, placement, now=self.now)
+        if why is None:
+            return None
+        return Blocked(PendingReason.WAITING_FOR_HEAD_OF_LINE, why)
 
     def would_fit_unreserved(self, demand: Demand, candidates: tuple[int, ...]) -> bool:
         """True when ``demand`` fits but for the head's held nodes or closed cluster."""

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import NamedTuple
 
-from mcad.core.backfill import DEFAULT_STARVATION_SECONDS
+from mcad.core.backfill import DEFAULT_STARVATION_SECONDS, BackfillRule
 from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
 from mcad.core.demand import Demand
 from mcad.core.placement import EVERY_CLUSTER, ClusterSelector, Placement, PlacementPolicy
@@ -106,6 +106,9 @@ class AppWrapperEntry:
     """Elastic (``mcad.core.elastic``): the fewest pods it may run with; None: a gang."""
     full_pods: int | None = None
     """Elastic and admitted: its full size (``demand`` is then its admitted size)."""
+    expected_runtime: float | None = None
+    """Seconds it is expected to run once started (declared, or learned from its
+    family's past runs); None: not known. Reservation backfill reads it."""
     since: float = field(init=False, repr=False, compare=False)
     """``queued_since or created`` as POSIX seconds: the queue's sort key, computed once
     per entry (the controller keeps entries across cycles) since sorting 10,000 aware
@@ -129,6 +132,8 @@ class CyclePolicy:
     fair_sharing: bool = True
     """Order borrowers by their node's share (``mcad.core.fairness``); False: by priority
     and age alone."""
+    backfill: BackfillRule = BackfillRule.MCAD
+    """How the head of the line is kept from starving (``mcad.core.backfill``)."""
 
 
 @dataclass(frozen=True)

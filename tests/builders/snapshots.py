@@ -17,6 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from mcad.core.backfill import BackfillRule
 from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
 from mcad.core.cycle import (
     QUEUED,
@@ -85,6 +86,7 @@ class EntryBuilder:
         self._draining_for: str | None = None
         self._draining = False
         self._expected_end: datetime | None = None
+        self._runtime: float | None = None
         self._elastic: tuple[int, int | None] | None = None
 
     def priority(self, priority: int) -> EntryBuilder:
@@ -171,6 +173,11 @@ class EntryBuilder:
         self._expected_end = when
         return self
 
+    def runtime(self, seconds: float) -> EntryBuilder:
+        """It is expected to run ``seconds`` once started."""
+        self._runtime = seconds
+        return self
+
     def draining(self, for_key: str | None = None) -> EntryBuilder:
         """Being taken back (evicted for ``for_key``, or requeued)."""
         self._draining = True
@@ -198,7 +205,8 @@ class EntryBuilder:
             dispatched=self._dispatched, draining=self._draining,
             draining_for=(AppWrapperKey(self._draining_for) if self._draining_for
                           else None), expected_end=self._expected_end,
-            elastic_min=elastic_min, full_pods=full_pods)
+            elastic_min=elastic_min, full_pods=full_pods,
+            expected_runtime=self._runtime)
 
 
 class SnapshotBuilder:
@@ -224,14 +232,14 @@ class SnapshotBuilder:
 
     def policy(self, *, placement: str = "best-fit", preemption: bool | None = None,
                priority: bool = False, reclaim: bool = False,
-               starvation_seconds: float = 300.0, fair_sharing: bool = True
-               ) -> SnapshotBuilder:
+               starvation_seconds: float = 300.0, fair_sharing: bool = True,
+               backfill: str = "mcad") -> SnapshotBuilder:
         """``preemption=True`` turns on both kinds (the configuration's old boolean)."""
         if preemption is not None:
             priority = reclaim = preemption
         self._policy = CyclePolicy(PlacementPolicy(placement),
                                    PreemptionPolicy(priority=priority, reclaim=reclaim),
-                                   starvation_seconds, fair_sharing)
+                                   starvation_seconds, fair_sharing, BackfillRule(backfill))
         return self
 
     def obj(self) -> Snapshot:

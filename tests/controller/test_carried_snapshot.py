@@ -256,3 +256,30 @@ def test_a_hold_is_read_at_every_cycle() -> None:
     assert world.dispatcher.snapshot(NOW).appwrappers == ()
     later = NOW + timedelta(seconds=31)
     assert [e.key for e in world.dispatcher.snapshot(later).appwrappers] == [rec.key]
+
+
+class Book:
+    """Expected run times as the runtime book gives them: a version that moves."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.each = 600.0
+
+    def seconds(self, rec: AppWrapperRecord) -> float:
+        return self.each
+
+
+def test_reservation_backfill_sees_expected_run_times_as_of_the_history() -> None:
+    world = World()
+    world.add(1)
+    book = Book()
+    dispatcher = Dispatcher(state=world.state, config=RunConfig(backfill="reservation"),
+                            queue=WorkQueue[AppWrapperKey]("appwrappers"), runtimes=book)
+    assert [e.expected_runtime for e in dispatcher.snapshot(NOW).appwrappers] == [600.0]
+    book.each = 900.0  # a completion moved the family's median, and the version
+    assert [e.expected_runtime for e in dispatcher.snapshot(NOW).appwrappers] == [600.0]
+    book.version += 1
+    assert [e.expected_runtime for e in dispatcher.snapshot(NOW).appwrappers] == [900.0]
+    plain = Dispatcher(state=world.state, config=RunConfig(),
+                       queue=WorkQueue[AppWrapperKey]("appwrappers"), runtimes=book)
+    assert [e.expected_runtime for e in plain.snapshot(NOW).appwrappers] == [None]

@@ -1,0 +1,110 @@
+"""The head of the line's reservation, for reservation-based (EASY) backfill.
+
+One of the cycle's parts (the rule is stated in ``mcad.core.backfill``). When the head
+of the line waits for room, ``promise`` works out when and where it will fit: the
+running AppWrappers on each cluster it may use end at their expected ends, earliest
+first (their bound pods' room given back to a copy of the cluster's pool), and the first
+moment the whole gang fits is its reservation there: the nodes it would take, and what
+those nodes have free at that moment. Running work with no known end never frees its
+room in this search (it may run for ever); pods dispatched but not bound yet are not
+released either. The earliest cluster wins (ties: the first by name).
+
+Behind the head, ``Promise.admits`` answers for an AppWrapper that fits now: it starts
+when ``may_backfill`` allows (expected to end by the reservation, or leaving the
+reserved room whole); one that will still run then is counted against the reserved
+nodes' free room, so two backfills cannot together take what each alone would leave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from mcad.core.backfill import HeadReservation, may_backfill
+from mcad.core.capacity import AppWrapperKey
+from mcad.core.demand import Demand
+from mcad.core.placement import ClusterBoard, Placement, fit_gang, placement_of
+from mcad.core.resources import ResourceList
+from mcad.core.snapshot import Admitted, AppWrapperEntry
+
+
+def expected_end(entry: AppWrapperEntry) -> datetime | None:
+    """When an admitted AppWrapper should end: declared, else its dispatch plus its
+    expected run time; None: not known."""
+    if entry.expected_end is not None:
+        return entry.expected_end
+    if entry.dispatched is not None and entry.expected_runtime is not None:
+        return entry.dispatched + timedelta(seconds=entry.expected_runtime)
+    return None
+
+
+def place_key(cluster: str, node: str) -> str:
+    return f"{cluster}/{node}"
+
+
+@dataclass
+class Promise:
+    """What the head was promised, and what later backfills have taken of it."""
+
+    cluster: str
+    reservation: HeadReservation
+    free: dict[str, ResourceList] = field(default_factory=dict)
+    """Per reserved node: free at the reservation's start, less what backfills that
+    will still run then take."""
+
+    def admits(self, entry: AppWrapperEntry, placement: Placement, *,
+               now: datetime) -> str | None:
+        """None when ``entry`` may start on ``placement`` now; else why not."""
+        if placement.cluster != self.cluster:
+            return None
+        takes = {place_key(placement.cluster, node): requests
+                 for node, requests in placement.node_requests().items()}
+        end = None if entry.expected_runtime is None else \
+            now + timedelta(seconds=entry.expected_runtime)
+        reservation = HeadReservation(self.reservation.head, self.reservation.start,
+                                      self.reservation.needs, self.free)
+        verdict = may_backfill(reservation, takes=takes, expected_end=end)
+        if not verdict.allowed:
+            return f"it fits now, but {verdict.message}"
+        if end is None or end > self.reservation.start:
+            for place, used in takes.items():
+                if place in self.free:
+                    self.free[place] = (self.free[place] - used).clamp_zero()
+        return None
+
+
+def promise(board: ClusterBoard, head: AppWrapperEntry, demand: Demand,
+            candidates: Sequence[int], running: Iterable[AppWrapperEntry], *,
+            now: datetime) -> Promise | None:
+    """The head's reservation, or None when no cluster it may use is known to free
+    enough room for it (see the module docstring)."""
+    ends: dict[str, list[tuple[datetime, AppWrapperKey]]] = {}
+    for entry in running:
+        end = expected_end(entry) if isinstance(entry.phase, Admitted) else None
+        if end is not None and isinstance(entry.phase, Admitted):
+            ends.setdefault(entry.phase.cluster, []).append((max(end, now), entry.key))
+    best: Promise | None = None
+    for index in candidates:
+        capacity = board.clusters[index]
+        pool = board.pools[index].copy()
+        held = capacity.held_by
+        for end, key in sorted(ends.get(capacity.name, ())):
+            if best is not None and end >= best.reservation.start:
+                break
+            for node, requests in held.get(key, ()):
+                pool.release(node, requests)
+            trial = pool.copy()
+            takes = fit_gang(trial, demand, explain=False)
+            if isinstance(takes, str):
+                continue
+            placed = placement_of(capacity.name, trial, takes)
+            needs = {place_key(capacity.name, node): requests
+                     for node, requests in placed.node_requests().items()}
+            free = {place_key(capacity.name, node): pool.room_on(node)
+                    for node in placed.node_requests()}
+            best = Promise(capacity.name,
+                           HeadReservation(str(head.key), end, needs, dict(free)), free)
+            break
+    return best
+
