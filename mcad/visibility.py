@@ -21,7 +21,7 @@ with ``mcad queue --controller URL``, or through the hub's pod proxy).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
@@ -43,10 +43,13 @@ LastCycle = Callable[[], "tuple[Snapshot, CycleResult] | str"]
 """The last cycle, or the sentence that says why there is none (standby, starting)."""
 LastPlan = Callable[[], "Plan | None"]
 """The estimator's last plan (``mcad.controller.estimator``), None before the first."""
+DryPlan = Callable[[Snapshot, CycleResult, AppWrapperRecord],
+                   Awaitable[tuple[datetime | None, str]]]
+"""A plan for an AppWrapper not submitted (``Estimator.dry_run``)."""
 
 
-def routes(last: LastCycle, config: RunConfig,
-           plan: LastPlan = lambda: None) -> list[web.RouteDef]:
+def routes(last: LastCycle, config: RunConfig, plan: LastPlan = lambda: None,
+           dry_plan: DryPlan | None = None) -> list[web.RouteDef]:
     async def queue(request: web.Request) -> web.Response:
         got = last()
         if isinstance(got, str):
@@ -107,8 +110,12 @@ def routes(last: LastCycle, config: RunConfig,
         meta["creationTimestamp"] = rfc3339(utcnow())
         record = AppWrapperRecord.of(body)
         trial = with_candidate(snapshot, record.core_entry(config))
-        found = explain(trial, dispatch_cycle(trial), record.key)
+        decided = dispatch_cycle(trial)
+        found = explain(trial, decided, record.key)
         assert found is not None
+        if dry_plan is not None and found.outcome not in ("Running", "Dispatched"):
+            start, basis = await dry_plan(trial, decided, record)
+            found = replace(found, estimated_start=start, estimate_basis=basis)
         return _json({**_explanation(found, trial), "dryRun": True})
 
     return [web.get("/queue", queue), web.get("/explain", explain_one),

@@ -98,6 +98,12 @@ async def test_a_queued_appwrapper_starts_when_its_estimate_said(
         assert "from 3 past runs of its family" in text, text
         code, table, _ = await cli("queue", "-n", ns, "--controller", controller)
         assert "ESTIMATED START" in table.splitlines()[0]
+        manifest = tmp_path / "est-6.yaml"
+        manifest.write_text(json.dumps(whole_spoke("est-6")))
+        code, text, err = await cli("explain", "-f", str(manifest), "-n", ns,
+                                    "--controller", controller)
+        assert code == 0, err
+        assert f"after {ns}/est-5 ends" in text, text  # not submitted: behind est-5
 
         await wait_state(hub, ns, "est-5", "Running", within=90)
         started = moment((await get_aw(hub, ns, "est-5"))["status"]["dispatchTimestamp"])

@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -34,6 +35,7 @@ from mcad.controller.leader import (
     Timings,
     default_identity,
 )
+from mcad.controller.records import AppWrapperRecord
 from mcad.controller.runner import Controller
 from mcad.core.snapshot import CycleResult, Snapshot
 from mcad.gateway.connection import (
@@ -259,10 +261,17 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
     def plan() -> Plan | None:
         return current[0].estimator.plan if current else None
 
+    async def dry_plan(snapshot: Snapshot, result: CycleResult,
+                       candidate: AppWrapperRecord) -> tuple[datetime | None, str]:
+        if not current:
+            return None, "no estimate: the controller is not running"
+        return await current[0].estimator.dry_run(snapshot, result, candidate)
+
     runners = []
     try:
         runners.append(await start_server(args.metrics_address, ready=readiness,
-                                          extra=visibility.routes(last_cycle, config, plan)))
+                                          extra=visibility.routes(last_cycle, config, plan,
+                                                                  dry_plan)))
         if args.health_address:
             runners.append(await start_server(args.health_address, ready=readiness))
         log.info("serving metrics on port %d", bound_port(runners[0]))

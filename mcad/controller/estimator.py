@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 
 from mcad import metrics
 from mcad.config import RunConfig
+from mcad.controller.records import AppWrapperRecord
 from mcad.controller.runtimes import RuntimeBook
 from mcad.controller.state import ControllerState
 from mcad.core.capacity import AppWrapperKey
@@ -125,6 +126,29 @@ class Estimator:
         metrics.observe_estimate_plan(self.plan.seconds)
         self.score(snapshot, estimates)
         return self.plan
+
+    async def dry_run(self, snapshot: Snapshot, result: CycleResult,
+                      candidate: AppWrapperRecord) -> tuple[datetime | None, str]:
+        """When ``candidate``, not submitted (``snapshot`` holds it as if created now,
+        ``result`` is the cycle on it), would start, and what that rests on: a plan of
+        its own, with the run times the last plan used for the others."""
+        last = self.plan
+        runtimes = dict(last.runtimes) if last is not None else self.runtimes(snapshot)
+        key = candidate.key
+        runtimes[key] = self.book.expected(candidate)
+        ends = expected_ends(snapshot, runtimes)
+        default = timedelta(seconds=self.config.estimates.default_runtime_seconds)
+
+        def runtime_of(entry: AppWrapperEntry) -> timedelta:
+            known = runtimes.get(entry.key)
+            return known.duration if known is not None else default
+
+        settings = self.config.estimates
+        estimates = await asyncio.to_thread(
+            estimate_starts, snapshot, expected_end=ends, runtime_of=runtime_of,
+            horizon=timedelta(seconds=settings.horizon_seconds),
+            max_steps=settings.max_cycles, first=result)
+        return Plan(snapshot.now, estimates, runtimes, 0.0).describe(key)
 
     def runtimes(self, snapshot: Snapshot) -> dict[AppWrapperKey, RuntimeEstimate]:
         out: dict[AppWrapperKey, RuntimeEstimate] = {}

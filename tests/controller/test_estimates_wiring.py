@@ -183,6 +183,19 @@ async def test_the_error_of_the_first_estimate_is_observed_at_dispatch() -> None
     assert total is not None and total >= 300.0
 
 
+async def test_a_dry_run_is_planned_behind_the_queue() -> None:
+    estimator, snapshot = gang_world()
+    await estimator.refresh(snapshot, dispatch_cycle(snapshot))
+    candidate = record("train-3")
+    trial = make_snapshot(now=snapshot.now).clusters(*snapshot.clusters).add(
+        *snapshot.appwrappers,
+        make_entry("train-3", "team-a").job(pods=2, gpu=8).created(T0 + timedelta(
+            minutes=5))).obj()
+    start, basis = await estimator.dry_run(trial, dispatch_cycle(trial), candidate)
+    assert start == T0 + timedelta(minutes=40)  # after train-2, which starts at 20 min
+    assert "after team-a/train-2 ends" in basis
+
+
 def test_expected_ends_prefer_the_declared_end() -> None:
     declared = make_snapshot(now=T0).add(
         make_entry("x", "team-a").job(gpu=1).admitted("c1").dispatched(T0)
