@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint typecheck contracts unit e2e test testbed demo demo-quick scale-smoke estimates-smoke bench clean
+.PHONY: venv lint typecheck contracts unit e2e test testbed demo demo-quick scale-smoke estimates-smoke chromium bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,8 +29,16 @@ unit: $(STAMP)
 
 # Builds the control-plane binaries (or reuses the cache), brings the test bed up
 # once, runs every end-to-end test against it, and tears it down.
-e2e: $(STAMP)
+e2e: $(STAMP) chromium
 	$(BIN)/pytest -q -m e2e e2e
+
+# The web view's test drives a real headless Chromium, from the machine's packages.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "installing chromium (Debian package) for the web view's end-to-end test"; \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get install -y -q chromium || \
+	    { $$sudo apt-get update -q && $$sudo apt-get install -y -q chromium; }; }
 
 # The demo, with 3 s pods: the README's first command is run by the second, so it can
 # never break unnoticed (its own test bed, after the e2e one is down).

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from mcad import visibility
+from mcad import visibility, webui
 from mcad.config import ConfigError, RunConfig, load_run_config
 from mcad.controller.estimator import Plan
 from mcad.controller.leader import (
@@ -37,6 +37,7 @@ from mcad.controller.leader import (
 )
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.runner import Controller
+from mcad.core.capacity import AppWrapperKey
 from mcad.core.snapshot import CycleResult, Snapshot
 from mcad.gateway.connection import (
     Connection,
@@ -261,6 +262,10 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
     def plan() -> Plan | None:
         return current[0].estimator.plan if current else None
 
+    def conditions(key: AppWrapperKey) -> list[dict[str, Any]] | None:
+        rec = current[0].state.appwrappers.get(key) if current else None
+        return list(rec.status.get("conditions") or []) if rec is not None else None
+
     async def dry_plan(snapshot: Snapshot, result: CycleResult,
                        candidate: AppWrapperRecord) -> tuple[datetime | None, str]:
         if not current:
@@ -270,8 +275,10 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
     runners = []
     try:
         runners.append(await start_server(args.metrics_address, ready=readiness,
-                                          extra=visibility.routes(last_cycle, config, plan,
-                                                                  dry_plan)))
+                                          extra=[*visibility.routes(last_cycle, config, plan,
+                                                                   dry_plan),
+                                                 *webui.routes(last_cycle, plan,
+                                                               conditions)]))
         if args.health_address:
             runners.append(await start_server(args.health_address, ready=readiness))
         log.info("serving metrics on port %d", bound_port(runners[0]))
