@@ -14,7 +14,6 @@ import base64
 import itertools
 import json
 import shutil
-import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -65,24 +64,23 @@ class Page:
 
     async def screenshot(self, path: Path) -> None:
         shot = await self.send("Page.captureScreenshot", format="png")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(base64.b64decode(shot["data"]))
+        await asyncio.to_thread(_write, path, base64.b64decode(shot["data"]))
 
 
 @asynccontextmanager
 async def browser(*, width: int = 1366, height: int = 860) -> AsyncIterator[Page]:
     """A headless Chromium with one page the size of a laptop's screen."""
     profile = Path(tempfile.mkdtemp(prefix="mcad-chromium-"))
-    proc = subprocess.Popen(
-        [chromium_path(), "--headless=new", "--no-sandbox", "--disable-gpu",
-         "--no-first-run", "--no-default-browser-check", "--remote-debugging-port=0",
-         f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = await asyncio.create_subprocess_exec(
+        chromium_path(), "--headless=new", "--no-sandbox", "--disable-gpu",
+        "--no-first-run", "--no-default-browser-check", "--remote-debugging-port=0",
+        f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     try:
         port_file = profile / "DevToolsActivePort"
 
         async def port() -> int | None:
-            if proc.poll() is not None:
+            if proc.returncode is not None:
                 raise AssertionError(f"chromium exited with {proc.returncode}")
             text = port_file.read_text() if port_file.exists() else ""
             return int(text.split()[0]) if text.strip() else None
@@ -98,9 +96,16 @@ async def browser(*, width: int = 1366, height: int = 860) -> AsyncIterator[Page
                                 height=height, deviceScaleFactor=1, mobile=False)
                 yield page
     finally:
-        proc.terminate()
-        try:
-            await asyncio.to_thread(proc.wait, 10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
