@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint typecheck contracts unit e2e test testbed demo demo-quick scale-smoke estimates-smoke chromium bench clean
+.PHONY: venv lint typecheck contracts unit e2e test testbed demo demo-quick scale-smoke estimates-smoke chromium rules bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,7 +55,12 @@ scale-smoke: $(STAMP)
 estimates-smoke: $(STAMP)
 	$(BIN)/python benchmarks/estimates.py --smoke
 
-test: lint typecheck contracts unit e2e demo-quick scale-smoke estimates-smoke
+# The alert rules, unit-tested by Prometheus's promtool (built from its Go module, cached
+# beside the test bed's binaries: a few minutes the first time).
+rules: $(STAMP)
+	$(BIN)/python -m e2e.promtool
+
+test: lint typecheck contracts unit rules e2e demo-quick scale-smoke estimates-smoke
 
 # The test bed alone, for poking at by hand: make testbed; then python -m e2e.cluster down --dir tb
 testbed: $(STAMP)
