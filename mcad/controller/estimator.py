@@ -66,6 +66,10 @@ class Plan:
                  for after in found.after[:3] if after in self.runtimes]
         if parts:
             basis += "; " + "; ".join(parts)
+        errors = [e for after in found.after if after in self.runtimes
+                  for e in (self.runtimes[after].error,) if e is not None]
+        if errors and found.start is not None:
+            basis += f"; give or take {max(errors):.0f}s, as their past runs went"
         own = self.runtimes.get(key)
         if own is not None and found.start is not None:
             basis += f"; it is expected to run {_duration(own)} ({own.describe()})"

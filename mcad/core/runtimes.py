@@ -91,19 +91,44 @@ class RuntimeEstimate:
     basis: RuntimeBasis
     runs: int
     """The past runs the statistic was taken over (0: declared or default)."""
+    spread: tuple[float, float] | None = None
+    """The shortest and the longest of those runs (None: no past runs)."""
 
     @property
     def duration(self) -> timedelta:
         return timedelta(seconds=self.seconds)
 
+    @property
+    def error(self) -> float | None:
+        """How far a run may end from this estimate, as far as the past runs tell:
+        the farther of the shortest and the longest from it (None: no past runs)."""
+        if self.spread is None:
+            return None
+        low, high = self.spread
+        return max(self.seconds - low, high - self.seconds, 0.0)
+
     def describe(self) -> str:
-        """``from 12 past runs of its family``: what ``mcad explain`` says it rests on."""
+        """``from 12 past runs of its family, 41m to 58m``: what ``mcad explain`` says it
+        rests on."""
         plural = "s" if self.runs != 1 else ""
+        spread = "" if self.spread is None or self.runs < 2 else \
+            f", {_short(self.spread[0])} to {_short(self.spread[1])}"
         return {RuntimeBasis.DECLARED: "as its dispatchDuration.expected declares",
-                RuntimeBasis.FAMILY: f"from {self.runs} past run{plural} of its family",
-                RuntimeBasis.NAMESPACE: f"from {self.runs} past run{plural} in its namespace",
+                RuntimeBasis.FAMILY: f"from {self.runs} past run{plural} of its family"
+                                     f"{spread}",
+                RuntimeBasis.NAMESPACE: f"from {self.runs} past run{plural} in its namespace"
+                                        f"{spread}",
                 RuntimeBasis.DEFAULT: "the policy's default: no past runs to go by",
                 }[self.basis]
+
+
+def _short(seconds: float) -> str:
+    whole = round(seconds)
+    if whole < 120:
+        return f"{whole}s"
+    if whole < 7200:
+        return f"{whole // 60}m"
+    return f"{whole // 3600}h{(whole % 3600) // 60:02d}m"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,12 +204,14 @@ class RuntimeHistory:
         families = self.runs.get(namespace, {})
         own = families.get(family, ())
         if own:
-            return RuntimeEstimate(quantile([r.seconds for r in own], policy.quantile),
-                                   RuntimeBasis.FAMILY, len(own))
+            times = [r.seconds for r in own]
+            return RuntimeEstimate(quantile(times, policy.quantile), RuntimeBasis.FAMILY,
+                                   len(own), (min(times), max(times)))
         pooled = [r.seconds for runs in families.values() for r in runs]
         if pooled:
             return RuntimeEstimate(quantile(pooled, policy.quantile),
-                                   RuntimeBasis.NAMESPACE, len(pooled))
+                                   RuntimeBasis.NAMESPACE, len(pooled),
+                                   (min(pooled), max(pooled)))
         return RuntimeEstimate(policy.default.total_seconds(), RuntimeBasis.DEFAULT, 0)
 
     def to_dict(self) -> dict[str, Any]:

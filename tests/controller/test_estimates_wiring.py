@@ -163,7 +163,8 @@ async def test_the_plan_starts_the_gang_when_its_predecessor_is_expected_to_end(
     start, basis = plan.describe(AppWrapperKey("team-a/train-2"))
     assert start == T0 + timedelta(minutes=20)  # the median of 10, 20, 90
     assert "after team-a/train-1 ends" in basis
-    assert "team-a/train-1 runs 20m (from 3 past runs of its family)" in basis
+    assert "team-a/train-1 runs 20m (from 3 past runs of its family, 10m to 90m)" in basis
+    assert "give or take 4200s, as their past runs went" in basis  # 90m - 20m
     assert "it is expected to run 20m" in basis
 
 

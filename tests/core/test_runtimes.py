@@ -81,7 +81,7 @@ def test_a_high_quantile_may_be_asked_for() -> None:
     got = RUNS.expected_runtime(namespace="a", family="bert",
                                 policy=RuntimePolicy(quantile=1.0))
     assert got.seconds == 300
-    assert got.describe() == "from 3 past runs of its family"
+    assert got.describe() == "from 3 past runs of its family, 100s to 5m"
 
 
 def test_one_run_that_hung_does_not_move_the_median() -> None:
