@@ -14,7 +14,6 @@ them.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -24,29 +23,18 @@ from pathlib import Path
 
 import yaml
 
-from e2e.cluster.build import BuildError, _go, cache_root, go_version
+from e2e.cluster.build import BuildError
+from e2e.gotools import tool
 
 REPO = Path(__file__).resolve().parents[1]
-MODULE = Path(__file__).resolve().parent / "promtool"
 OVERLAY = REPO / "manifests" / "overlays" / "prometheus"
 TESTS = OVERLAY / "tests" / "rules-test.yaml"
 
 
 def promtool(log: Callable[[str], object] = print) -> Path:
     """The built promtool (built now unless the cache has it)."""
-    digest = hashlib.sha256(go_version().encode())
-    for name in ("go.mod", "go.sum"):
-        digest.update((MODULE / name).read_bytes())
-    target = cache_root() / f"promtool-{digest.hexdigest()[:16]}" / "promtool"
-    if target.is_file():
-        return target
-    partial = target.with_name("promtool.partial")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial),
-         "github.com/prometheus/prometheus/cmd/promtool"], MODULE, log,
-        what="promtool (first time: a few minutes)")
-    partial.rename(target)
-    return target
+    return tool("promtool", "github.com/prometheus/prometheus/cmd/promtool", "promtool",
+                log=log)
 
 
 def rule_file() -> dict[str, object]:
