@@ -52,6 +52,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bedtools import say  # noqa: E402
+
 from mcad.core.backfill import BackfillRule  # noqa: E402
 from mcad.core.capacity import (  # noqa: E402
     AppWrapperKey,
@@ -79,10 +81,6 @@ TICK_S = 60.0
 GPU = "nvidia.com/gpu"
 RULES = {"none": (BackfillRule.MCAD, 0.0), "mcad": (BackfillRule.MCAD, 300.0),
          "reservation": (BackfillRule.RESERVATION, 300.0)}
-
-
-def say(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 @dataclass(frozen=True)
@@ -399,7 +397,6 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     if not args.no_write:
-        sys.path.insert(0, str(REPO / "benchmarks"))
         from bedtools import write_section  # noqa: PLC0415
         plot(results, REPO / "docs" / "img" / "estimates.png")
         write_section("Estimated starts and backfill", render(results, args.jobs))

@@ -123,16 +123,41 @@ def controller_with(mcad: ControllerProcess, tmp_path: Path, *, name: str = "mca
         mcad.start()
 
 
-async def mcad_cli(*args: str) -> int:
-    """Run the ``mcad`` command line in a subprocess, as a user would."""
+async def mcad_output(*args: str) -> tuple[int, str, str]:
+    """Run the ``mcad`` command line in a subprocess, as a user would: exit code, stdout,
+    stderr."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "mcad.cli", *args, cwd=REPO,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await proc.communicate()
     assert proc.returncode is not None
-    if proc.returncode:
-        print(out.decode(), err.decode())
-    return proc.returncode
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def mcad_cli(*args: str) -> int:
+    """``mcad_output``'s exit code (what it printed is shown when it fails)."""
+    code, out, err = await mcad_output(*args)
+    if code:
+        print(out, err)
+    return code
+
+
+async def fill_spokes(hub: Cluster, namespace: str, count: int = 8) -> list[str]:
+    """``count`` AppWrappers of one 8-GPU pod that run until deleted (8 fill both spokes
+    of the session's test bed), once all their pods are ready; their names."""
+    names = [f"fill-{i}" for i in range(count)]
+    for name in names:
+        await create_aw(hub, namespace, job_appwrapper(name, pods=1, gpus=8, runtime=None))
+
+    async def all_running() -> bool:
+        for name in names:
+            if condition(await get_aw(hub, namespace, name), "PodsReady").get("status") \
+                    != "True":
+                return False
+        return True
+
+    await wait_until(all_running, within=90, what=f"{count} fillers to run")
+    return names
 
 
 def job_appwrapper(name: str, *, pods: int, gpus: int, runtime: str | None = "2s",

@@ -11,10 +11,8 @@ stated error of the estimate (plus the plan's refresh and timestamps kept to the
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,20 +20,11 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e.clusters import Cluster
-from e2e.controller import REPO, controller_with
+from e2e.controller import controller_with, mcad_output
 from e2e.dispatch.conftest import ControllerProcess, create_aw, get_aw, job_appwrapper, wait_state
 from e2e.waiting import wait_until
 
 RUNTIME = "6s"
-
-
-async def cli(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mcad.cli", *args, cwd=REPO,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 def whole_spoke(name: str) -> dict[str, Any]:
@@ -85,7 +74,7 @@ async def test_a_queued_appwrapper_starts_when_its_estimate_said(
         controller = f"http://127.0.0.1:{own.port}"
 
         async def estimated() -> str | None:
-            code, out, err = await cli("queue", "-n", ns, "-o", "json",
+            code, out, err = await mcad_output("queue", "-n", ns, "-o", "json",
                                        "--controller", controller)
             assert code == 0, err
             items = {i["name"]: i for i in json.loads(out)["items"]}
@@ -93,17 +82,18 @@ async def test_a_queued_appwrapper_starts_when_its_estimate_said(
 
         start = moment(await wait_until(estimated, within=30,
                                         what="an estimated start for est-5"))
-        code, text, err = await cli("explain", "est-5", "-n", ns, "--controller", controller)
+        code, text, err = await mcad_output("explain", "est-5", "-n", ns,
+                                            "--controller", controller)
         assert code == 0, err
         assert f"after {ns}/est-4 ends" in text, text
         assert "from 3 past runs of its family" in text, text
         stated = re.search(r"give or take (\d+)s", text)
         assert stated is not None, text
-        code, table, _ = await cli("queue", "-n", ns, "--controller", controller)
+        code, table, _ = await mcad_output("queue", "-n", ns, "--controller", controller)
         assert "ESTIMATED START" in table.splitlines()[0]
         manifest = tmp_path / "est-6.yaml"
         manifest.write_text(json.dumps(whole_spoke("est-6")))
-        code, text, err = await cli("explain", "-f", str(manifest), "-n", ns,
+        code, text, err = await mcad_output("explain", "-f", str(manifest), "-n", ns,
                                     "--controller", controller)
         assert code == 0, err
         assert f"after {ns}/est-5 ends" in text, text  # not submitted: behind est-5

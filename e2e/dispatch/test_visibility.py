@@ -4,9 +4,7 @@ AppWrapper not yet submitted), and QuotaSubtree status shows who uses the quota.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,7 @@ import pytest
 import yaml
 
 from e2e.clusters import Cluster, kubectl
-from e2e.controller import QST, REPO, subtree
+from e2e.controller import QST, mcad_output, subtree
 from e2e.dispatch.conftest import (
     ControllerProcess,
     condition,
@@ -30,12 +28,7 @@ TREE = "visibility_e2e"
 
 
 async def cli(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mcad.cli", *args, cwd=REPO,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await mcad_output(*args)
 
 
 async def all_ready(hub: Cluster, namespace: str, names: list[str]) -> None:

@@ -14,15 +14,8 @@ from typing import Any
 
 from e2e.browser import Page, browser
 from e2e.clusters import Cluster
-from e2e.controller import REPO
-from e2e.dispatch.conftest import (
-    AW,
-    ControllerProcess,
-    condition,
-    create_aw,
-    get_aw,
-    job_appwrapper,
-)
+from e2e.controller import REPO, fill_spokes
+from e2e.dispatch.conftest import AW, ControllerProcess, create_aw, job_appwrapper
 from e2e.waiting import wait_until
 
 SHOTS = REPO / "docs" / "img"
@@ -37,17 +30,7 @@ async def rows(page: Page, table: str) -> list[str]:
 async def test_the_page_shows_the_queue_in_order_and_follows_a_dispatch(
         mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str) -> None:
     hub, ns = clusters["hub"], aw_namespace
-    fillers = [f"fill-{i}" for i in range(8)]
-    for name in fillers:
-        await create_aw(hub, ns, job_appwrapper(name, pods=1, gpus=8, runtime=None))
-
-    async def all_running() -> bool:
-        for name in fillers:
-            if condition(await get_aw(hub, ns, name), "PodsReady").get("status") != "True":
-                return False
-        return True
-
-    await wait_until(all_running, within=90, what="the fillers to run")
+    fillers = await fill_spokes(hub, ns)
     for name, priority in (("low", 1), ("high", 9)):
         await create_aw(hub, ns, job_appwrapper(name, pods=1, gpus=8, runtime=None,
                                                 priority=priority))

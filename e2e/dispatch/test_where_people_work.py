@@ -14,12 +14,11 @@ from pathlib import Path
 import yaml
 
 from e2e.clusters import Cluster
-from e2e.controller import REPO
+from e2e.controller import REPO, fill_spokes
 from e2e.dispatch.conftest import (
     ControllerProcess,
     condition,
     create_aw,
-    get_aw,
     job_appwrapper,
     wait_state,
 )
@@ -61,17 +60,7 @@ async def test_kubectl_mcad_queue_lists_the_waiting_in_order(
         mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str,
         kubectl_path: Path) -> None:
     hub, ns = clusters["hub"], aw_namespace
-    fillers = [f"fill-{i}" for i in range(8)]  # both spokes: 4 nodes x 8 GPUs each
-    for name in fillers:
-        await create_aw(hub, ns, job_appwrapper(name, pods=1, gpus=8, runtime=None))
-
-    async def all_running() -> bool:
-        for name in fillers:
-            if condition(await get_aw(hub, ns, name), "PodsReady").get("status") != "True":
-                return False
-        return True
-
-    await wait_until(all_running, within=90, what="the fillers to run")
+    await fill_spokes(hub, ns)  # both spokes: 4 nodes x 8 GPUs each
     for name, priority in (("low", 1), ("high", 9)):
         await create_aw(hub, ns, job_appwrapper(name, pods=1, gpus=8, runtime=None,
                                                 priority=priority))
