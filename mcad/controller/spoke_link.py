@@ -201,11 +201,15 @@ class SpokeLink:
         # usable (nothing reads its objects but progress, which waits for them), so
         # only nodes and pods must be synced; a kind's broken watch still counts.
         behind = [name for name, informer in self._informers.items() if not informer.synced]
+        # A kind answered 404 is not served any more (its CRD went): not a broken cluster
+        # (discovery notices within a period and stops following it).
         behind += [name for name, informer in self._kinds.items()
-                   if not informer.synced and (informer.error or name in self._required_kinds)]
+                   if not informer.synced and not _gone(informer.error)
+                   and (informer.error or name in self._required_kinds)]
         if behind:
             errors = [i.error.message for i in [*self._informers.values(),
-                                                *self._kinds.values()] if i.error]
+                                                *self._kinds.values()]
+                      if i.error and not _gone(i.error)]
             if errors:
                 self._set_health(False, "Unreachable", f"watches of {', '.join(behind)} "
                                  f"broke: {errors[0]}")
@@ -235,7 +239,9 @@ class SpokeLink:
         while True:
             try:
                 before = self.discovery.kinds
-                if await self.discovery.refresh() != before:
+                served = await self.discovery.refresh()
+                if served != before:
+                    self._unwatch_kinds_not_served(served)
                     self.on_change(self.name, (), True)  # AppWrappers may fit here now
                 if not self._discovered:
                     await self._watch_kinds_in_use()
@@ -352,6 +358,22 @@ class SpokeLink:
         self._supervisor.spawn(ref.kind, informer.run)
         self._refresh_health()
 
+    def _unwatch_kinds_not_served(self, served: frozenset[tuple[str, str]] | None) -> None:
+        """Stop following wrapped kinds the cluster no longer serves (their CRD was
+        removed, and with it every object of theirs): their watch would fail for ever
+        and keep the whole cluster unready. A kind served again is followed again by the
+        next AppWrapper that creates one."""
+        if served is None or self._supervisor is None:
+            return
+        for kind, informer in list(self._kinds.items()):
+            if (informer.ref.api_version, kind) not in served:
+                log.info("cluster %s no longer serves %s (%s): no longer followed", self.name,
+                         kind, informer.ref.api_version)
+                self._supervisor.cancel(kind)
+                del self._kinds[kind]
+                self._required_kinds.discard(kind)
+        self._refresh_health()
+
     def _item_handler(self, kind: str, obj: dict[str, Any]) -> None:
         owner = ((obj.get("metadata") or {}).get("labels") or {}).get(UID_LABEL, "")
         self.on_change(self.name, (owner,) if owner else (), False)
@@ -448,3 +470,8 @@ def _slim_item(obj: dict[str, Any]) -> dict[str, Any]:
             "conditions": {c.get("type", ""): c.get("status", "")
                            for c in (obj.get("status") or {}).get("conditions") or []
                            if isinstance(c, dict)}}
+
+
+def _gone(error: ApiError | None) -> bool:
+    """The resource answered 404: the cluster no longer serves the kind."""
+    return error is not None and error.status == 404

@@ -25,6 +25,7 @@ from tests.gateway.scripted import (
     aggregated_discovery,
     listing,
     reply,
+    status,
 )
 from tests.metrics.sample import sample
 
@@ -182,3 +183,36 @@ async def test_a_watch_task_that_crashes_is_restarted(running: Running,
     await asyncio.sleep(10)
     assert (sample("mcad_task_restarts_total", task="spoke east pods") or 0) == before + 1
     assert running.link.health.ready
+
+
+JOBSETS = ResourceRef("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", namespaced=True)
+JOBSETS_PATH = "/apis/jobset.x-k8s.io/v1alpha2/jobsets"
+
+
+async def test_a_kind_whose_crd_is_removed_does_not_make_the_cluster_unready(
+        running: Running) -> None:
+    """JobSet's CRD is installed, an AppWrapper's JobSet followed, then the CRD removed:
+    its list answers 404 from then on. The cluster stays ready (nothing of the kind is
+    left there to follow), and at the next discovery the kind is no longer followed."""
+    await settle()
+    spoke, link = running.spoke, running.link
+    core, with_jobsets = aggregated_discovery(
+        *CORE_KINDS, ("batch/v1", "Job", "jobs", True),
+        ("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", True))
+    spoke.only("GET", "/apis", with_jobsets)
+    await asyncio.sleep(spoke_link.DISCOVERY_PERIOD_S + 1)
+    spoke.on("GET", JOBSETS_PATH, listing([]))
+    link.watch_kind(JOBSETS)
+    await settle()
+    assert link.health.ready and "JobSet" in link._kinds
+
+    _, without = aggregated_discovery(*CORE_KINDS, ("batch/v1", "Job", "jobs", True))
+    spoke.only("GET", "/apis", without)
+    spoke.only("GET", JOBSETS_PATH, status(404, "NotFound", "the server could not find "
+                                                           "the requested resource"))
+    break_watch(spoke, JOBSETS_PATH)
+    await asyncio.sleep(5)
+    assert link.health.ready, link.health
+    await asyncio.sleep(spoke_link.DISCOVERY_PERIOD_S)
+    assert "JobSet" not in link._kinds
+    assert link.health.ready, link.health
