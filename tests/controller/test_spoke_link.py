@@ -196,7 +196,7 @@ async def test_a_kind_whose_crd_is_removed_does_not_make_the_cluster_unready(
     left there to follow), and at the next discovery the kind is no longer followed."""
     await settle()
     spoke, link = running.spoke, running.link
-    core, with_jobsets = aggregated_discovery(
+    _, with_jobsets = aggregated_discovery(
         *CORE_KINDS, ("batch/v1", "Job", "jobs", True),
         ("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", True))
     spoke.only("GET", "/apis", with_jobsets)
