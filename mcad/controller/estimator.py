@@ -112,23 +112,9 @@ class Estimator:
 
     async def refresh(self, snapshot: Snapshot, result: CycleResult) -> Plan:
         """Plan from ``snapshot`` (whose cycle gave ``result``) and keep the answer."""
-        runtimes = self.runtimes(snapshot)
-        ends = expected_ends(snapshot, runtimes)
-        default = timedelta(seconds=self.config.estimates.default_runtime_seconds)
-
-        def runtime_of(entry: AppWrapperEntry) -> timedelta:
-            known = runtimes.get(entry.key)
-            return known.duration if known is not None else default
-
-        settings = self.config.estimates
-        started = time.perf_counter()
-        estimates = await asyncio.to_thread(
-            estimate_starts, snapshot, expected_end=ends, runtime_of=runtime_of,
-            horizon=timedelta(seconds=settings.horizon_seconds),
-            max_steps=settings.max_cycles, first=result)
-        self.plan = Plan(snapshot.now, estimates, runtimes, time.perf_counter() - started)
+        self.plan = await self._plan(snapshot, result, self.runtimes(snapshot))
         metrics.observe_estimate_plan(self.plan.seconds)
-        self.score(snapshot, estimates)
+        self.score(snapshot, self.plan.estimates)
         return self.plan
 
     async def dry_run(self, snapshot: Snapshot, result: CycleResult,
@@ -138,21 +124,26 @@ class Estimator:
         its own, with the run times the last plan used for the others."""
         last = self.plan
         runtimes = dict(last.runtimes) if last is not None else self.runtimes(snapshot)
-        key = candidate.key
-        runtimes[key] = self.book.expected(candidate)
-        ends = expected_ends(snapshot, runtimes)
-        default = timedelta(seconds=self.config.estimates.default_runtime_seconds)
+        runtimes[candidate.key] = self.book.expected(candidate)
+        return (await self._plan(snapshot, result, runtimes)).describe(candidate.key)
+
+    async def _plan(self, snapshot: Snapshot, result: CycleResult,
+                    runtimes: dict[AppWrapperKey, RuntimeEstimate]) -> Plan:
+        """The core's plan in a worker thread (frozen values), within the policy's budget:
+        running work ends as ``runtimes`` say, a queued AppWrapper runs its own."""
+        settings = self.config.estimates
+        default = timedelta(seconds=settings.default_runtime_seconds)
 
         def runtime_of(entry: AppWrapperEntry) -> timedelta:
             known = runtimes.get(entry.key)
             return known.duration if known is not None else default
 
-        settings = self.config.estimates
+        started = time.perf_counter()
         estimates = await asyncio.to_thread(
-            estimate_starts, snapshot, expected_end=ends, runtime_of=runtime_of,
-            horizon=timedelta(seconds=settings.horizon_seconds),
+            estimate_starts, snapshot, expected_end=expected_ends(snapshot, runtimes),
+            runtime_of=runtime_of, horizon=timedelta(seconds=settings.horizon_seconds),
             max_steps=settings.max_cycles, first=result)
-        return Plan(snapshot.now, estimates, runtimes, 0.0).describe(key)
+        return Plan(snapshot.now, estimates, runtimes, time.perf_counter() - started)
 
     def runtimes(self, snapshot: Snapshot) -> dict[AppWrapperKey, RuntimeEstimate]:
         out: dict[AppWrapperKey, RuntimeEstimate] = {}
