@@ -26,8 +26,7 @@ from aiohttp import web
 from mcad.controller.clock import rfc3339
 from mcad.controller.estimator import Plan
 from mcad.core.capacity import AppWrapperKey
-from mcad.core.explain import describe_demand, explain, queue_rows
-from mcad.core.quota import QuotaAssignment
+from mcad.core.explain import charged_quota, describe_demand, explain, queue_rows
 from mcad.core.snapshot import Admitted, CycleResult, Snapshot
 
 GPU = "nvidia.com/gpu"
@@ -68,12 +67,7 @@ def view(snapshot: Snapshot, result: CycleResult, plan: Plan | None) -> dict[str
                          "gpus": sum(totals), "used": sum(used), "nodes": nodes,
                          "starting": sorted(k for k, c in dispatched.items()
                                             if c == cluster.name)})
-    quota = snapshot.quota.copy()
-    for entry in snapshot.appwrappers:
-        if isinstance(entry.phase, Admitted) and entry.demand is not None:
-            assignment = quota.resolve(entry.quota_labels)
-            if isinstance(assignment, QuotaAssignment):
-                quota.charge(assignment, entry.demand.total)
+    quota = charged_quota(snapshot)
     trees = [{"tree": tree, "node": node, "path": quota.path(tree, node),
               "limit": _amounts(quota.limit(tree, node)),
               "used": _amounts(quota.usage(tree, node))}

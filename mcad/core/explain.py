@@ -139,17 +139,23 @@ def explain(snapshot: Snapshot, result: CycleResult, key: AppWrapperKey) -> Expl
         outcome, message = str(pending.reason), pending.message
     position = pending_keys.index(key) + 1 if key in pending_keys else None
     ahead = tuple(pending_keys[:position - 1]) if position else ()
-    quota = snapshot.quota.copy()
-    for other in snapshot.appwrappers:
-        if isinstance(other.phase, Admitted) and other.demand is not None:
-            assignment = quota.resolve(other.quota_labels)
-            if isinstance(assignment, QuotaAssignment):
-                quota.charge(assignment, other.demand.total)
-    checks = _checks(snapshot, entry, quota)
+    checks = _checks(snapshot, entry, charged_quota(snapshot))
     verdicts = tuple(_cluster_verdict(entry, c) for c in snapshot.clusters)
     start, basis = estimate_start(snapshot, entry) if outcome != "Dispatched" else (None, "")
     return Explanation(key, outcome, message, position, tuple(checks), verdicts, ahead,
                        start, basis)
+
+
+def charged_quota(snapshot: Snapshot) -> QuotaForest:
+    """The snapshot's quota forest with every admitted AppWrapper charged (a copy): the
+    use the cycle starts from."""
+    quota = snapshot.quota.copy()
+    for entry in snapshot.appwrappers:
+        if isinstance(entry.phase, Admitted) and entry.demand is not None:
+            assignment = quota.resolve(entry.quota_labels)
+            if isinstance(assignment, QuotaAssignment):
+                quota.charge(assignment, entry.demand.total)
+    return quota
 
 
 def _checks(snapshot: Snapshot, entry: AppWrapperEntry, quota: QuotaForest) -> list[Check]:
