@@ -1,7 +1,9 @@
 """A connection to one cluster: kubeconfig in, authenticated JSON requests out.
 
-kubernetes_asyncio reads the kubeconfig (or the pod's in-cluster service account) and
-builds the TLS session; requests then go as raw JSON through a ``Transport``
+mcad reads the kubeconfig itself (``mcad.gateway.kubeconfig``) or the pod's in-cluster
+service account, and builds the TLS session; only a kubeconfig that needs an exec plugin
+or an auth-provider is handed to kubernetes_asyncio's loader, imported then (its package
+imports every API model: 36 MB). Requests go as raw JSON through a ``Transport``
 (``mcad.gateway.transport``), which is several times faster than the generated models
 for the pod and node lists the controller watches, works the same for any wrapped
 kind, and is the seam tests replace.
@@ -17,6 +19,7 @@ sure to lead cannot change anything, whatever task is still running.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import ssl
@@ -24,12 +27,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from sys import intern
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import yaml
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -46,8 +47,8 @@ from mcad.gateway.errors import (
     Unreachable,
     error_for,
 )
+from mcad.gateway.kubeconfig import SpokeCredentials, parse_trusted, private_dir
 from mcad.gateway.kubeconfig import parse as parse_kubeconfig
-from mcad.gateway.kubeconfig import private_dir
 from mcad.gateway.transport import (
     AiohttpTransport,
     Reply,
@@ -55,6 +56,9 @@ from mcad.gateway.transport import (
     Transport,
     TransportError,
 )
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client as k8s_client
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -322,7 +326,9 @@ async def connect(kubeconfig: Mapping[str, Any] | str | Path, *, name: str,
     Raises ``BadKubeconfig`` with a sentence when the kubeconfig cannot be used; it
     does not contact the server (a first request will say whether it answers).
     """
+    base: Path | None = None
     if isinstance(kubeconfig, Path):
+        base = kubeconfig.parent
         try:
             kubeconfig = kubeconfig.read_text()  # noqa: ASYNC240 - a small local file
         except OSError as err:
@@ -338,6 +344,12 @@ async def connect(kubeconfig: Mapping[str, Any] | str | Path, *, name: str,
         parsed = kubeconfig
     if not isinstance(parsed, dict) or not parsed.get("clusters"):
         raise BadKubeconfig("the kubeconfig has no clusters")
+    credentials = parse_trusted(parsed, context=context, base=base)
+    if credentials is not None:
+        return from_credentials(credentials, name=name)
+    from kubernetes_asyncio import client as k8s_client  # noqa: PLC0415 - 36 MB, rarely
+    from kubernetes_asyncio import config as k8s_config  # noqa: PLC0415
+
     cfg = k8s_client.Configuration()
     try:
         loader = await k8s_config.load_kube_config_from_dict(
@@ -350,6 +362,19 @@ async def connect(kubeconfig: Mapping[str, Any] | str | Path, *, name: str,
     return from_configuration(cfg, name=name, loader=loader if runs_exec else None)
 
 
+def from_credentials(credentials: SpokeCredentials, *, name: str,
+                     auth: Headers | None = None) -> Connection:
+    """A connection from checked credentials: their TLS session and their header (or
+    ``auth``, asked for on every request)."""
+    headers = credentials.headers()
+
+    async def fixed() -> dict[str, str]:
+        return dict(headers)
+
+    return Connection(name=name, host=credentials.server,
+                      transport=AiohttpTransport(credentials.session()), auth=auth or fixed)
+
+
 async def connect_spoke(text: str, *, name: str, allow_exec: bool = False) -> Connection:
     """A connection from a spoke's kubeconfig, read as untrusted input
     (``mcad.gateway.kubeconfig``): inline credentials only, an exec plugin only when
@@ -357,14 +382,7 @@ async def connect_spoke(text: str, *, name: str, allow_exec: bool = False) -> Co
     credentials, doc = parse_kubeconfig(text, allow_exec=allow_exec)
     if credentials.exec_plugin:
         return await connect(doc, name=name)
-    headers = credentials.headers()
-    session = credentials.session()
-
-    async def auth() -> dict[str, str]:
-        return dict(headers)
-
-    return Connection(name=name, host=credentials.server, transport=AiohttpTransport(session),
-                      auth=auth)
+    return from_credentials(credentials, name=name)
 
 
 def in_cluster() -> bool:
@@ -373,15 +391,50 @@ def in_cluster() -> bool:
         (SERVICE_ACCOUNT_DIR / "token").is_file()
 
 
+TOKEN_REREAD_S = 60.0
+"""How often the in-cluster token file is read again (kubelet rotates it; client-go and
+kubernetes_asyncio read it every minute too)."""
+
+
 def connect_in_cluster(*, name: str) -> Connection:
-    """A connection as the pod's service account (its token re-read as kubelet rotates it)."""
-    cfg = k8s_client.Configuration()
+    """A connection as the pod's service account: the API server from the environment
+    kubelet sets, its CA and the token from the mounted files (the token re-read every
+    ``TOKEN_REREAD_S`` as kubelet rotates it)."""
+    host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
+    if not host or not port:
+        raise BadKubeconfig("the in-cluster service account cannot be used: "
+                            "KUBERNETES_SERVICE_HOST or KUBERNETES_SERVICE_PORT is not set")
+    if ":" in host:
+        host = f"[{host}]"
+    token_file, ca_file = SERVICE_ACCOUNT_DIR / "token", SERVICE_ACCOUNT_DIR / "ca.crt"
+
+    def read_token() -> str:
+        try:
+            return token_file.read_text().strip()
+        except OSError as err:
+            raise BadKubeconfig("the in-cluster service account cannot be used: "
+                                f"{token_file}: {err.strerror}") from err
+
     try:
-        k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=cfg, try_refresh_token=True)
-    except Exception as err:
-        raise BadKubeconfig(f"the in-cluster service account cannot be used: {err}") from err
-    return from_configuration(cfg, name=name)
+        ca = ca_file.read_text()
+    except OSError as err:
+        raise BadKubeconfig("the in-cluster service account cannot be used: "
+                            f"{ca_file}: {err.strerror}") from err
+    token, read_at = read_token(), time.monotonic()
+
+    async def auth() -> dict[str, str]:
+        nonlocal token, read_at
+        if time.monotonic() - read_at > TOKEN_REREAD_S:
+            with contextlib.suppress(BadKubeconfig):  # keep the last one until it is back
+                token = read_token()
+            read_at = time.monotonic()
+        return {"Authorization": f"Bearer {token}"}
+
+    credentials = SpokeCredentials(server=f"https://{host}:{port}", ca_pem=ca, verify=True,
+                                   token=token, client_cert_pem=None, client_key_pem=None,
+                                   basic=None, exec_plugin=False)
+    return from_credentials(credentials, name=name, auth=auth)
 
 
 def default_kubeconfig_path() -> Path:

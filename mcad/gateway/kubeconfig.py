@@ -190,7 +190,67 @@ def parse(text: str, *, allow_exec: bool) -> tuple[SpokeCredentials, dict[str, A
     return credentials, doc
 
 
-def _current_context(doc: Mapping[str, Any]) -> dict[str, Any]:
+_TRUSTED_CLUSTER_KEYS = _CLUSTER_KEYS | {"certificate-authority"}
+_TRUSTED_USER_KEYS = (_USER_KEYS - {"exec"}) | {"client-certificate", "client-key", "tokenFile"}
+
+
+def parse_trusted(doc: Mapping[str, Any], *, context: str | None = None,
+                  base: Path | None = None) -> SpokeCredentials | None:
+    """Credentials from the operator's own kubeconfig (the hub's, or a CLI user's), read
+    without kubernetes_asyncio; None when it needs that loader (an exec plugin, an
+    auth-provider, or a field this reader does not know, such as proxy-url).
+
+    Why a reader of its own: kubernetes_asyncio's loader imports the package's every API
+    model, 36 MB of the controller's resident memory that nothing else uses (requests go
+    through mcad's own transport). Unlike a spoke's kubeconfig this one is trusted, so its
+    files are read: ``certificate-authority``, ``client-certificate``, ``client-key`` and
+    ``tokenFile``, relative to ``base`` (the kubeconfig's directory) as kubectl reads them.
+    """
+    ctx = _current_context(doc, context)
+    cluster = _named(doc, "clusters", "cluster", ctx.get("cluster"))
+    user = _named(doc, "users", "user", ctx.get("user")) if ctx.get("user") else {}
+    if set(cluster) - _TRUSTED_CLUSTER_KEYS or set(user) - _TRUSTED_USER_KEYS:
+        return None
+    server = str(cluster.get("server") or "")
+    if not server.startswith(("https://", "http://")):
+        raise BadKubeconfig(f"the kubeconfig's server {server!r} is not an http(s) URL")
+
+    def data(body: Mapping[str, Any], key: str) -> bytes | None:
+        inline = _pem(body, f"{key}-data")
+        if inline is not None or not body.get(key):
+            return inline
+        return _read(base, str(body[key]), key)
+
+    token = user.get("token")
+    if token is None and user.get("tokenFile"):
+        token = _read(base, str(user["tokenFile"]), "tokenFile").decode()
+    cert, client_key = data(user, "client-certificate"), data(user, "client-key")
+    if bool(cert) != bool(client_key):
+        raise BadKubeconfig("the kubeconfig's user needs both a client certificate and a "
+                            "client key, or neither")
+    basic = None
+    if user.get("username") is not None or user.get("password") is not None:
+        basic = (str(user.get("username") or ""), str(user.get("password") or ""))
+    ca = data(cluster, "certificate-authority")
+    return SpokeCredentials(
+        server=server.rstrip("/"), ca_pem=ca.decode(errors="replace") if ca else None,
+        verify=not cluster.get("insecure-skip-tls-verify"),
+        token=str(token).strip() if token is not None else None,
+        client_cert_pem=cert, client_key_pem=client_key, basic=basic, exec_plugin=False)
+
+
+def _read(base: Path | None, name: str, key: str) -> bytes:
+    path = Path(name).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise BadKubeconfig(f"the kubeconfig's {key} {path} cannot be read: "
+                            f"{err.strerror}") from err
+
+
+def _current_context(doc: Mapping[str, Any], chosen: str | None = None) -> dict[str, Any]:
     contexts = doc.get("contexts") or []
     if not isinstance(contexts, list) or not contexts:
         clusters = doc.get("clusters") or []
@@ -201,13 +261,15 @@ def _current_context(doc: Mapping[str, Any]) -> dict[str, Any]:
             return {"cluster": clusters[0].get("name") if isinstance(clusters[0], dict)
                     else None, "user": first_user}
         raise BadKubeconfig("the kubeconfig has no contexts")
-    wanted = doc.get("current-context")
+    wanted = chosen or doc.get("current-context")
     for entry in contexts:
         if isinstance(entry, dict) and (not wanted or entry.get("name") == wanted):
             body = entry.get("context")
             if not isinstance(body, dict):
                 raise BadKubeconfig("the kubeconfig's current context has no cluster")
             return body
+    if chosen:
+        raise BadKubeconfig(f"the kubeconfig has no context {chosen!r}")
     raise BadKubeconfig("the kubeconfig's current-context names no context it has")
 
 
