@@ -118,6 +118,9 @@ class Dispatcher:
         self.last: tuple[Snapshot, CycleResult] | None = None
         """The last cycle's snapshot and decisions: what ``mcad queue`` and ``mcad
         explain`` are answered from (``mcad.visibility``)."""
+        self.room_matters = True
+        """Whether room given back or taken on a cluster can change what the next cycle
+        decides (``waits_on_room``); until the first cycle, it may."""
 
     def trigger(self) -> None:
         self.wanted.set()
@@ -236,7 +239,25 @@ class Dispatcher:
         metrics.report_pending_reasons(reasons)
         metrics.report_oldest_pending((now - oldest).total_seconds())
         self.last = (snapshot, result)
+        self.room_matters = waits_on_room(snapshot, result)
         return result
+
+
+def waits_on_room(snapshot: Snapshot, result: CycleResult) -> bool:
+    """Whether a change of room on a cluster (a pod made, bound, finished or gone; a node
+    added, removed or cordoned) can change the next cycle's decisions: only when
+    something waits, an elastic AppWrapper runs below its full size, or one is being
+    taken back. Otherwise every AppWrapper is decided, and room cannot dispatch,
+    grow or evict anything: while a 10,000 backlog drained after one cycle had ordered
+    it all, each of its pods made and bound asked for a cycle over every record again
+    (190 ms each, back to back, the event loop stalled for them: the dispatches waiting
+    on answers it could not read). Whatever else changes (an AppWrapper arrives or
+    changes, a persist fails, a hold ends, a cluster's health) asks for a cycle itself."""
+    if result.pending or result.evictions or result.resizes:
+        return True
+    return any(entry.draining or (entry.full_pods is not None and entry.demand is not None
+                                  and entry.demand.pods < entry.full_pods)
+               for entry in snapshot.appwrappers)
 
 
 @dataclass(slots=True)

@@ -156,7 +156,9 @@ class Controller:
             if key is not None:
                 self.queue.add(key)
         if capacity:
-            self.changed()
+            self.reports.dirty()
+            if self.dispatcher.room_matters:
+                self.dispatcher.trigger()
 
     def _on_link_health(self, cluster: str) -> None:
         self.changed()
