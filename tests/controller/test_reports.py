@@ -11,7 +11,7 @@ import pytest
 
 from mcad import metrics
 from mcad.controller.records import AppWrapperRecord
-from mcad.controller.reports import Reports
+from mcad.controller.reports import REPORT_EVERY_S, REPORT_SHARE, Reports, pause_after
 from mcad.controller.state import ControllerState
 from mcad.core.capacity import AppWrapperKey
 from mcad.core.resources import ResourceList
@@ -76,3 +76,9 @@ async def test_an_elastic_appwrapper_is_charged_and_reported_at_its_admitted_siz
                   {"namespace": "ns", "name": "e", "size": "admitted"}) == 2
     assert sample("mcad_appwrapper_admitted_pods",
                   {"namespace": "ns", "name": "e", "size": "full"}) == 4
+
+
+def test_reporting_takes_at_most_its_share_of_the_controllers_time() -> None:
+    assert pause_after(0.001) == REPORT_EVERY_S  # small: once a second
+    assert pause_after(0.065) == pytest.approx(0.065 / REPORT_SHARE)  # 10,000: ~2 s
+    assert 0.065 / (0.065 + pause_after(0.065)) <= REPORT_SHARE
