@@ -46,7 +46,7 @@ demo-quick: $(STAMP)
 	$(BIN)/python -m e2e.demo --quick
 
 # 3 spokes x 100 nodes, 1,000 AppWrappers (about 2 minutes): fails when mcad dispatches
-# at less than a quarter of what the same API servers take from a plain client.
+# at less than half of what the same API servers take from a plain client.
 scale-smoke: $(STAMP)
 	$(BIN)/python benchmarks/scale.py --smoke
 

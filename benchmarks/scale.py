@@ -21,8 +21,9 @@
 Writes docs/benchmarks.md "Scale" and docs/img/scale.png unless --no-write; --json
 writes the figures (``ceiling_per_s``, ``mcad_per_s``, ``dispatched``, ``lease_losses``,
 ``probe_wait_p50_s``, ``rss_max_mb`` and more). ``--smoke`` exits 1 when mcad's rate is
-below a quarter of the ceiling (a regression gate, not the target: eleven smoke runs on
-this 2-core machine gave 39-106% of the same run's ceiling). Run it under the test bed lock
+below half of the ceiling (a regression gate, not the target: since the ceiling's
+aftermath is waited out, seven smoke-size runs on this 2-core machine gave 67-104% of the same
+run's ceiling). Run it under the test bed lock
 when other work may start a test bed (it brings up its own).
 """
 
@@ -484,7 +485,7 @@ def profile_table(rows: list[tuple[str, float, float]]) -> list[str]:
 
 
 # The smoke's gate: a share of the same run's ceiling (see --smoke in main).
-SMOKE_SHARE = 1 / 4
+SMOKE_SHARE = 1 / 2
 
 
 def main() -> int:
@@ -496,14 +497,13 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--smoke", action="store_true",
                         help="3 x 100 nodes, 1,000 AppWrappers, nothing written; exit 1 "
-                             "below a quarter of the ceiling")
+                             "below half of the ceiling")
     args = parser.parse_args()
     if args.smoke:
-        # The ceiling from as many AppWrappers as mcad dispatches: from 500 it ranged over
-        # 42-60/s between runs, and the share with it (53-106%). From 1,000 the share still
-        # ranged over 39-85% (the ceiling 42-79/s: it swings more than mcad does), so the
-        # gate is a quarter: it catches the regressions that matter (mcad at 1/s, or at a
-        # third of its pace) without flaking on noise.
+        # The ceiling from as many AppWrappers as mcad dispatches. Its share swung over
+        # 39-106% while the ceiling's Jobs, pods and namespace deletion still ran beside
+        # mcad's drain; with that waited out (``quiet``), seven runs gave 67-104%
+        # (ceiling 48-70/s), so the gate is the issue's half, 17 points under the worst.
         args.nodes, args.appwrappers, args.ceiling, args.no_write = 100, 1000, 1000, True
     spec = TestbedSpec(spokes=3, nodes=args.nodes, gpus_per_node=8, cpu_per_node="64",
                        memory_per_node="512Gi", pods_per_node=110)
