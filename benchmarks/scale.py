@@ -58,6 +58,7 @@ from bedtools import (
 )
 
 from e2e.cluster.topology import TestbedSpec
+from e2e.waiting import wait_until
 from mcad.core.wrapping import UID_LABEL
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
@@ -134,8 +135,11 @@ async def quiet(ns: str, conns: list[Connection], timeout: float = 600) -> None:
     were the ceiling's, with the machine 98% busy, and mcad's rate fell from 44/s (no
     ceiling before it) to 29/s."""
     started = time.monotonic()
+    told = started
     left = list(conns)
-    while left:
+
+    async def gone() -> bool:
+        nonlocal told
         still = []
         for conn in left:
             try:
@@ -143,14 +147,14 @@ async def quiet(ns: str, conns: list[Connection], timeout: float = 600) -> None:
                 still.append(conn)
             except NotFound:
                 pass
-        left = still
-        if left and time.monotonic() - started > timeout:
-            raise SystemExit(f"namespace {ns} still on {[c.name for c in left]} after "
-                             f"{timeout:.0f}s")
-        if left:
+        left[:] = still
+        if left and time.monotonic() - told >= 5:
+            told = time.monotonic()
             say(f"ceiling: waiting for namespace {ns} to go from "
-                f"{', '.join(c.name for c in left)} ({time.monotonic() - started:.0f}s)")
-            await asyncio.sleep(5)  # polling a cluster-scoped object every 5 s
+                f"{', '.join(c.name for c in left)} ({told - started:.0f}s)")
+        return not left
+
+    await wait_until(gone, within=timeout, what=f"namespace {ns} to be deleted", interval=1)
     say(f"ceiling: cleaned up in {time.monotonic() - started:.0f}s")
 
 
