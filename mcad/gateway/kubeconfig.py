@@ -215,10 +215,13 @@ def parse_trusted(doc: Mapping[str, Any], *, context: str | None = None,
     if not server.startswith(("https://", "http://")):
         raise BadKubeconfig(f"the kubeconfig's server {server!r} is not an http(s) URL")
 
+    files: list[str] = []
+
     def data(body: Mapping[str, Any], key: str) -> bytes | None:
         inline = _pem(body, f"{key}-data")
         if inline is not None or not body.get(key):
             return inline
+        files.append(f"{key} {body[key]}")
         return _read(base, str(body[key]), key)
 
     token = user.get("token")
@@ -232,11 +235,18 @@ def parse_trusted(doc: Mapping[str, Any], *, context: str | None = None,
     if user.get("username") is not None or user.get("password") is not None:
         basic = (str(user.get("username") or ""), str(user.get("password") or ""))
     ca = data(cluster, "certificate-authority")
-    return SpokeCredentials(
+    credentials = SpokeCredentials(
         server=server.rstrip("/"), ca_pem=ca.decode(errors="replace") if ca else None,
         verify=not cluster.get("insecure-skip-tls-verify"),
         token=str(token).strip() if token is not None else None,
         client_cert_pem=cert, client_key_pem=client_key, basic=basic, exec_plugin=False)
+    if files:  # name the files: the checks' own sentences speak of the -data fields
+        try:
+            credentials.ssl_context()
+        except BadKubeconfig as err:
+            raise BadKubeconfig(f"the kubeconfig's {', '.join(files)}: not a valid PEM "
+                                "certificate (and key)") from err
+    return credentials
 
 
 def _read(base: Path | None, name: str, key: str) -> bytes:

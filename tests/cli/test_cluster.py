@@ -270,8 +270,8 @@ def test_a_hub_kubeconfig_with_a_bad_certificate_is_one_sentence(
     hub = hub_kubeconfig(tmp_path, "https://127.0.0.1:1")  # its CA data is not a certificate
     code, out, err = run(["cluster", "list", "--hub-kubeconfig", str(hub)], capsys)
     assert (code, out) == (1, "")
-    assert err.startswith(f"mcad cluster list: the hub kubeconfig {hub} cannot be used: its "
-                          "TLS certificates are not valid (")
+    assert err == (f"mcad cluster list: the hub kubeconfig {hub} cannot be used: its "
+                   "certificate-authority-data is not a valid PEM certificate.\n")
 
 
 def test_the_hub_kubeconfig_defaults_to_the_kubeconfig_variable(

@@ -84,6 +84,13 @@ def test_what_needs_kubernetes_asyncios_loader_is_left_to_it(
     assert parse_trusted(doc(user, cluster)) is None
 
 
+def test_a_file_that_is_not_a_certificate_is_a_sentence_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_text("not a certificate")
+    with pytest.raises(BadKubeconfig, match=r"certificate-authority ca\.crt: not a valid PEM"):
+        parse_trusted(doc({"token": "t"}, {"server": "https://x",
+                                           "certificate-authority": "ca.crt"}), base=tmp_path)
+
+
 def test_an_unreadable_file_is_a_sentence_naming_it(tmp_path: Path) -> None:
     with pytest.raises(BadKubeconfig, match=r"certificate-authority .*missing.crt cannot be "
                                             r"read: No such file"):
