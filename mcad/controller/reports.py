@@ -35,14 +35,14 @@ next waits at least d / REPORT_SHARE. Each round walks every record (states, quo
 and every node (capacity, topology); at 10,000 AppWrappers over 3,000 nodes that was
 about 65 ms a second, a sixth of the controller's CPU while a backlog drained, for
 gauges scraped every 15 to 30 s."""
+SUBTREE_EVERY_S = 3.0
+SUMMARY_EVERY_S = 60.0
+STATES = ("Pending", "Running", "RunningHoldCompletion", "Completed", "Failed")
 
 
 def pause_after(took: float) -> float:
     """Seconds to wait after a round that took ``took`` seconds of work."""
     return max(REPORT_EVERY_S, took / REPORT_SHARE)
-SUBTREE_EVERY_S = 3.0
-SUMMARY_EVERY_S = 60.0
-STATES = ("Pending", "Running", "RunningHoldCompletion", "Completed", "Failed")
 
 
 class Reports:
