@@ -109,7 +109,7 @@ class SpokeCredentials:
         try:
             ctx = ssl.create_default_context(cadata=self.ca_pem) if self.ca_pem \
                 else ssl.create_default_context()
-        except (ssl.SSLError, ValueError) as err:
+        except (ssl.SSLError, ValueError, TypeError) as err:  # (TypeError: not ASCII)
             raise BadKubeconfig("its certificate-authority-data is not a valid PEM "
                                 "certificate") from err
         if not self.verify:
@@ -173,21 +173,28 @@ def parse(text: str, *, allow_exec: bool) -> tuple[SpokeCredentials, dict[str, A
     if token is not None:
         token = str(token).strip()
         _check_expiry(token)
-    cert = _pem(user, "client-certificate-data")
-    client_key = _pem(user, "client-key-data")
-    if bool(cert) != bool(client_key):
-        raise BadKubeconfig("the kubeconfig's user needs both client-certificate-data and "
-                            "client-key-data, or neither")
+    credentials = _credentials(
+        server, cluster, user, token=token, cert=_pem(user, "client-certificate-data"),
+        key=_pem(user, "client-key-data"), ca=_pem(cluster, "certificate-authority-data"),
+        pair="client-certificate-data and client-key-data", exec_plugin="exec" in user)
+    return credentials, doc
+
+
+def _credentials(server: str, cluster: Mapping[str, Any], user: Mapping[str, Any], *,
+                 token: str | None, cert: bytes | None, key: bytes | None,
+                 ca: bytes | None, pair: str, exec_plugin: bool) -> SpokeCredentials:
+    """Credentials from a kubeconfig's cluster and user, their certificate material
+    already read (inline, or from files for a trusted one); ``pair`` names the client
+    certificate and key as that kubeconfig gives them, for the sentence."""
+    if bool(cert) != bool(key):
+        raise BadKubeconfig(f"the kubeconfig's user needs both {pair}, or neither")
     basic = None
     if user.get("username") is not None or user.get("password") is not None:
         basic = (str(user.get("username") or ""), str(user.get("password") or ""))
-    ca = _pem(cluster, "certificate-authority-data")
-    credentials = SpokeCredentials(
-        server=server.rstrip("/"), ca_pem=ca.decode() if ca else None,
+    return SpokeCredentials(
+        server=server.rstrip("/"), ca_pem=ca.decode(errors="replace") if ca else None,
         verify=not cluster.get("insecure-skip-tls-verify"), token=token,
-        client_cert_pem=cert, client_key_pem=client_key, basic=basic,
-        exec_plugin="exec" in user)
-    return credentials, doc
+        client_cert_pem=cert, client_key_pem=key, basic=basic, exec_plugin=exec_plugin)
 
 
 _TRUSTED_CLUSTER_KEYS = _CLUSTER_KEYS | {"certificate-authority"}
@@ -227,19 +234,11 @@ def parse_trusted(doc: Mapping[str, Any], *, context: str | None = None,
     token = user.get("token")
     if token is None and user.get("tokenFile"):
         token = _read(base, str(user["tokenFile"]), "tokenFile").decode()
-    cert, client_key = data(user, "client-certificate"), data(user, "client-key")
-    if bool(cert) != bool(client_key):
-        raise BadKubeconfig("the kubeconfig's user needs both a client certificate and a "
-                            "client key, or neither")
-    basic = None
-    if user.get("username") is not None or user.get("password") is not None:
-        basic = (str(user.get("username") or ""), str(user.get("password") or ""))
-    ca = data(cluster, "certificate-authority")
-    credentials = SpokeCredentials(
-        server=server.rstrip("/"), ca_pem=ca.decode(errors="replace") if ca else None,
-        verify=not cluster.get("insecure-skip-tls-verify"),
-        token=str(token).strip() if token is not None else None,
-        client_cert_pem=cert, client_key_pem=client_key, basic=basic, exec_plugin=False)
+    credentials = _credentials(
+        server, cluster, user, token=str(token).strip() if token is not None else None,
+        cert=data(user, "client-certificate"), key=data(user, "client-key"),
+        ca=data(cluster, "certificate-authority"),
+        pair="a client certificate and a client key", exec_plugin=False)
     if files:  # name the files: the checks' own sentences speak of the -data fields
         try:
             credentials.ssl_context()

@@ -96,10 +96,11 @@ def test_inline_certificates_make_tls_in_memory_and_leave_no_file() -> None:
     assert oct(private_dir().stat().st_mode)[-3:] == "700"
 
 
-def test_bad_certificate_data_is_a_sentence() -> None:
+@pytest.mark.parametrize("junk", [b"junk", b"\xff\xfe not even text"])
+def test_bad_certificate_data_is_a_sentence(junk: bytes) -> None:
     credentials, _ = parse(kubeconfig(
         {"token": "t"}, {"server": "https://x",
-                         "certificate-authority-data": base64.b64encode(b"junk").decode()}),
+                         "certificate-authority-data": base64.b64encode(junk).decode()}),
         allow_exec=False)
     with pytest.raises(BadKubeconfig, match="certificate-authority-data is not a valid PEM"):
         credentials.ssl_context()
