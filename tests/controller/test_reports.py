@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from mcad import metrics
+from mcad.controller import reports as reports_module
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.reports import REPORT_EVERY_S, REPORT_SHARE, Reports, pause_after
 from mcad.controller.state import ControllerState
@@ -82,3 +85,28 @@ def test_reporting_takes_at_most_its_share_of_the_controllers_time() -> None:
     assert pause_after(0.001) == REPORT_EVERY_S  # small: once a second
     assert pause_after(0.065) == pytest.approx(0.065 / REPORT_SHARE)  # 10,000: ~2 s
     assert 0.065 / (0.065 + pause_after(0.065)) <= REPORT_SHARE
+
+
+async def test_a_slow_round_spaces_the_next_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop itself waits ``pause_after`` the round's work: rounds of 60 ms of work,
+    asked for all the time, come every 2 s (60 ms / 3%), not every second."""
+    clock = [0.0]
+    monkeypatch.setattr(reports_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    reports = Reports(hub=None, state=ControllerState())  # type: ignore[arg-type]
+    rounds: list[float] = []
+
+    def slow_round() -> Any:
+        rounds.append(asyncio.get_running_loop().time())
+        clock[0] += 0.060
+        reports.dirty()  # something changed again at once
+        return ControllerState().forest
+
+    monkeypatch.setattr(reports, "report_metrics", slow_round)
+    reports.dirty()
+    task = asyncio.create_task(reports.run())
+    await asyncio.sleep(10.5)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    gaps = [round(b - a, 3) for a, b in itertools.pairwise(rounds)]
+    assert gaps == [2.0] * 5
