@@ -66,6 +66,9 @@ class Informer:
                     self._relisted(event.items)
                 else:
                     self._broken(event)
+                # A Relisted holds the whole list: kept in ``event`` until the next change
+                # (on a quiet resource, for ever), every node's whole object stayed alive.
+                del event
         finally:
             self._set_synced(False, self.error)
 

@@ -5,6 +5,7 @@ the next list replaces the cache; bookmarks move the version without events."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -99,3 +100,21 @@ async def test_bookmarks_move_the_version_silently() -> None:
     events = await take(watch_objects(transport.connection(), PODS), 2)
     assert events == [Relisted([]), Changed("DELETED", pod("a", "41"))]
     assert [w.params["resourceVersion"] for w in transport.sent("WATCH")] == ["3", "40"]
+
+
+async def test_the_list_is_not_held_while_watching() -> None:
+    """The listed objects are the cache's to keep or drop: the watch that follows must not
+    hold them (it did, for as long as it ran: every node's whole object, every AppWrapper
+    listed at start, long after newer versions replaced them)."""
+    transport = ScriptedTransport()
+    transport.on("GET", PATH, listing([pod("a")], version="7"))
+    transport.watch(PATH).event("ADDED", pod("b", "8"))
+    events = watch_objects(transport.connection(), PODS)
+    async with asyncio.timeout(5):
+        listed = await anext(events)
+        assert isinstance(listed, Relisted)
+        items = listed.items
+        del listed
+        assert await anext(events) == Changed("ADDED", pod("b", "8"))
+    assert not any(holder is events for holder in gc.get_referrers(items))
+    await events.aclose()
