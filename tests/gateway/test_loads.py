@@ -28,3 +28,12 @@ def test_long_values_are_left_alone() -> None:
     first, second = loads(json.dumps({"message": long})), loads(json.dumps({"message": long}))
     assert first["message"] == second["message"]
     assert first["message"] is not second["message"]
+
+
+def test_an_objects_managed_fields_are_dropped_as_it_is_decoded() -> None:
+    obj = loads(json.dumps({"metadata": {
+        "name": "a", "resourceVersion": "7",
+        "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]},
+        "data": {"managedFields": "a user's own key"}}))
+    assert obj == {"metadata": {"name": "a", "resourceVersion": "7"},
+                   "data": {"managedFields": "a user's own key"}}
