@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from mcad import metrics
 from mcad.config import RunConfig
@@ -263,12 +263,14 @@ def waits_on_room(snapshot: Snapshot, result: CycleResult) -> bool:
 @dataclass(slots=True)
 class _Share:
     """One record's share of the snapshot, with what it was worked out from: the
-    observed object (by identity: ``Observed.take`` replaces it on every change), the
+    observed object (by ``Observed.taken``, which moves on every change: holding the
+    object itself kept each dispatched AppWrapper's queued version alive beside the
+    current one, 62% more AppWrapper objects at 3,000 dispatched), the
     orders, the progress that voids orders, and for what it holds on a cluster, that
     link and its pods' epoch (``SpokeLink.pod_epochs``). Time is not among them: what
     depends on the moment (a failed persist's hold) is read every cycle."""
 
-    obj: dict[str, Any]
+    taken: int
     dispatch: DispatchOrder | None
     eviction: EvictionOrder | None
     resize: ResizeOrder | None
@@ -296,7 +298,7 @@ class _Share:
     def of(cls, rec: AppWrapperRecord, config: RunConfig) -> _Share:
         orders, progress = rec.orders, rec.progress
         admitted, queued = rec.admitted, rec.queued
-        return cls(obj=rec.observed.obj, dispatch=orders.dispatch, eviction=orders.eviction,
+        return cls(taken=rec.observed.taken, dispatch=orders.dispatch, eviction=orders.eviction,
                    resize=orders.resize, persisted=progress.persisted,
                    failed=progress.failed, evicted=progress.evicted, uid=rec.uid,
                    queued=queued, cluster=rec.cluster,
@@ -307,7 +309,7 @@ class _Share:
     def current(self, rec: AppWrapperRecord) -> bool:
         """Nothing this share was worked out from has changed (the link part aside)."""
         orders, progress = rec.orders, rec.progress
-        return (self.obj is rec.observed.obj and self.dispatch is orders.dispatch
+        return (self.taken == rec.observed.taken and self.dispatch is orders.dispatch
                 and self.eviction is orders.eviction and self.resize is orders.resize
                 and self.persisted == progress.persisted and self.failed == progress.failed
                 and self.evicted == progress.evicted)

@@ -157,10 +157,11 @@ class Observed:
     """The hub object as last seen (or as answered to mcad's own write), and what is read
     from it once per generation. Changed only by ``take``."""
 
-    __slots__ = ("_cache", "_demand", "_demand_error", "_generation", "_obj")
+    __slots__ = ("_cache", "_demand", "_demand_error", "_generation", "_obj", "_taken")
 
     def __init__(self) -> None:
         self._obj: dict[str, Any] = {}
+        self._taken = 0
         self._generation = -1
         self._demand: Demand | None = None
         self._demand_error: str | None = None
@@ -173,6 +174,7 @@ class Observed:
             return False
         _slim(obj)
         self._obj = obj
+        self._taken += 1
         generation = int((obj.get("metadata") or {}).get("generation", 0) or 0)
         if generation != self._generation:
             self._generation = generation
@@ -192,8 +194,24 @@ class Observed:
         return value
 
     @property
+    def kept(self) -> frozenset[str]:
+        """The names ``per_generation`` holds a value for now."""
+        return frozenset(self._cache)
+
+    def forget(self, name: str) -> None:
+        """Drop what ``per_generation`` kept under ``name`` (worked out again if asked)."""
+        self._cache.pop(name, None)
+
+    @property
     def obj(self) -> dict[str, Any]:
         return self._obj
+
+    @property
+    def taken(self) -> int:
+        """How many versions were taken: a new number for every ``take``, so a reader
+        that worked something out from the object can tell it changed without holding
+        the object (a held old version is a whole AppWrapper kept twice)."""
+        return self._taken
 
     @property
     def demand(self) -> Demand | None:
@@ -462,14 +480,14 @@ class AppWrapperRecord:
         """The AppWrapper as the dispatch cycle sees it, with its assumed dispatch and
         resize; rebuilt only when the object or those orders change."""
         dispatch, resize = self.live_dispatch(), self.live_resize()
-        obj = self.observed.obj
+        taken = self.observed.taken
         cached = self._entry
-        # The object by identity (``take`` replaces it; an id could be reused once the
-        # old object is gone, so the stamp holds the object itself).
-        if cached is not None and cached[0][0] is obj and cached[0][1:] == (dispatch, resize):
+        # The object by ``taken`` (a new number at every ``take``), not by holding it:
+        # the stamp held each dispatched AppWrapper's queued version alive.
+        if cached is not None and cached[0] == (taken, dispatch, resize):
             return cached[1]
         entry = self._core_entry(config)
-        self._entry = ((obj, dispatch, resize), entry)
+        self._entry = ((taken, dispatch, resize), entry)
         return entry
 
     def _core_entry(self, config: RunConfig) -> AppWrapperEntry:

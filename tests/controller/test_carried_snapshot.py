@@ -13,6 +13,7 @@ every time. Table cases name the changes a stale share would miss.
 from __future__ import annotations
 
 import copy
+import gc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -283,3 +284,18 @@ def test_reservation_backfill_sees_expected_run_times_as_of_the_history() -> Non
     plain = Dispatcher(state=world.state, config=RunConfig(),
                        queue=WorkQueue[AppWrapperKey]("appwrappers"), runtimes=book)
     assert [e.expected_runtime for e in plain.snapshot(NOW).appwrappers] == [None]
+
+
+def test_a_share_does_not_keep_the_object_it_was_worked_out_from() -> None:
+    """A share notices a new version by ``Observed.taken``, not by holding the object:
+    held, every dispatched AppWrapper's queued version stayed alive beside its current
+    one (no cycle comes to replace a share while nothing waits)."""
+    world = World()
+    world.add(1)
+    world.dispatcher.cycle()
+    (rec,) = world.records()
+    queued_version = rec.obj
+    world.persist(rec)  # the hub's next version replaces it in the record
+    assert [type(r).__name__ for r in gc.get_referrers(queued_version)
+            if type(r).__name__ != "frame"] == []
+    world.check()  # and the carried share still sees the change
