@@ -164,10 +164,10 @@ class Lifecycle:
         assert link is not None
         now = utcnow()
         pods = count_pods(link.pods_of(rec.uid))
-        planned = self.objects.plan(rec)
-        items = [] if isinstance(planned, Refusal) else [
+        followed = self.objects.followed(rec)
+        items = [] if isinstance(followed, Refusal) else [
             ItemState(w.completion, link.item_conditions(w.kind, rec.namespace, w.name) or {})
-            for w in planned]
+            for w in followed]
         demand = rec.admitted_demand()  # elastic: the size it runs at now
         cond = rec.condition("PodsReady") or {}
         if cond.get("status") == "True":

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from mcad import metrics
 from mcad.config import RunConfig
@@ -63,6 +64,19 @@ the reconciler anyway, and a deletion on a cluster that stopped answering must r
 """On the spoke namespaces mcad created: where it may write."""
 
 
+PLANNED = "planned"
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """A wrapped object as its progress is followed: no manifest."""
+
+    api_version: str
+    kind: str
+    name: str
+    completion: tuple[str, ...]
+
+
 class KindNotServed(Exception):
     """The cluster chosen does not serve a kind the AppWrapper wraps (its discovery was
     behind, or a CRD was removed); the AppWrapper must go elsewhere."""
@@ -77,13 +91,28 @@ class ObjectManager:
         self.released = released
 
     def plan(self, rec: AppWrapperRecord) -> list[WrappedObject] | Refusal:
-        """The objects to create, worked out once per generation of the AppWrapper (each
-        pod event reconciles it; the manifests need not be rebuilt each time)."""
-        return rec.observed.per_generation("planned", lambda: system_namespace(
-            rec.namespace, controller_namespace=self.config.namespace) or wrapped_objects(
-            name=rec.name, namespace=rec.namespace, uid=rec.uid, spec=rec.spec,
-            kind_allowed=self.config.kind_allowed,
-            token_secrets_allowed=self.config.allow_service_account_token_secrets))
+        """The objects to create, with their manifests, worked out once per generation of
+        the AppWrapper and kept until they are created (``ensure`` forgets them: a
+        running AppWrapper's manifests were a second copy of its templates, for as long
+        as it ran)."""
+        return rec.observed.per_generation(PLANNED, lambda: self._planned(rec))
+
+    def followed(self, rec: AppWrapperRecord) -> list[Followed] | Refusal:
+        """What is read of each wrapped object while it runs (its identity and the
+        condition types that complete it), kept per generation: each pod event reconciles
+        the AppWrapper, and these need not be worked out each time."""
+        def make() -> list[Followed] | Refusal:
+            planned = self.plan(rec) if PLANNED in rec.observed.kept else self._planned(rec)
+            return planned if isinstance(planned, Refusal) else [
+                Followed(w.api_version, w.kind, w.name, w.completion) for w in planned]
+        return rec.observed.per_generation("followed", make)
+
+    def _planned(self, rec: AppWrapperRecord) -> list[WrappedObject] | Refusal:
+        return system_namespace(rec.namespace, controller_namespace=self.config.namespace) \
+            or wrapped_objects(
+                name=rec.name, namespace=rec.namespace, uid=rec.uid, spec=rec.spec,
+                kind_allowed=self.config.kind_allowed,
+                token_secrets_allowed=self.config.allow_service_account_token_secrets)
 
     def usable_link(self, cluster: str) -> SpokeLink | None:
         link = self.state.links.get(cluster)
@@ -185,6 +214,7 @@ class ObjectManager:
             if isinstance(err, NotFound):
                 link.namespaces_made.discard(rec.namespace)  # deleted behind our back
             raise
+        rec.observed.forget(PLANNED)  # all created: the manifests are not needed again
         return True
 
     async def _ensure_namespace(self, link: SpokeLink, namespace: str) -> Refusal | None:

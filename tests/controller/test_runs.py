@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from mcad.config import PreemptionSettings, RunConfig
+from mcad.controller.objects import PLANNED
 from mcad.controller.runner import Controller
 from mcad.core.capacity import AppWrapperKey
 from mcad.gateway import watch as watch_module
@@ -137,6 +138,26 @@ async def test_a_rebuilt_link_follows_the_jobs_running_on_its_cluster() -> None:
         await until("completed", lambda: state_of(hub, "train").get("state") == "Completed",
                     within=30)
 
+
+
+async def test_a_running_appwrapper_keeps_no_manifests_and_still_completes() -> None:
+    """The manifests are worked out for the dispatch and forgotten once created (kept,
+    they were a second copy of every running AppWrapper's templates); its progress is
+    followed from what is kept instead, and its Job completing still completes it."""
+    hub, spoke = Hub(), spoke_transport()
+    jobs = SpokeJobs(spoke)
+    spoke.only("GET", "/apis/batch/v1/jobs", lambda _r: listing(list(jobs.jobs.values())))
+    hub.add(job_appwrapper("train"))
+    async with controlling(hub, spoke) as run:
+        await until("running", lambda: state_of(hub, "train").get("state") == "Running"
+                    and "train" in jobs.jobs)
+        rec = run.controller.state.appwrappers[AppWrapperKey("ns/train")]
+        await until("followed", lambda: "followed" in rec.observed.kept)
+        assert PLANNED not in rec.observed.kept
+        jobs.set_conditions("train", Complete="True")
+        await until("completed", lambda: state_of(hub, "train").get("state") == "Completed",
+                    within=30)
+        assert PLANNED not in rec.observed.kept
 
 def foreign_pod(index: int, node: str, *, kind: str = "ADDED") -> tuple[str, dict[str, Any]]:
     """A pod mcad does not own taking a whole 8-GPU node."""
