@@ -32,7 +32,7 @@ from mcad.controller.objects import ObjectManager
 from mcad.controller.records import AppWrapperRecord, DispatchOrder
 from mcad.controller.writer import HubWriter, Write
 from mcad.core.requeue import readiness_timeout
-from mcad.core.wrapping import Refusal, dispatch_digest
+from mcad.core.wrapping import Refusal
 from mcad.gateway.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class Admission:
             "message": message, "dispatchTimestamp": rfc3339(now),
             "componentStatus": [{"apiVersion": w.api_version, "kind": w.kind, "name": w.name}
                                 for w in planned],
-            "dispatchedSpecHash": dispatch_digest(rec.spec),
+            "dispatchedSpecHash": rec.spec_digest(),
             "controllerfirstdispatchtimestamp": rec.status.get(
                 "controllerfirstdispatchtimestamp") or rfc3339(now),
             "controllerfirsttimestamp": rec.status.get("controllerfirsttimestamp")

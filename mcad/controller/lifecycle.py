@@ -59,7 +59,7 @@ from mcad.core.requeue import (
     force_deletion_due,
     readiness_timeout,
 )
-from mcad.core.wrapping import Refusal, dispatch_digest
+from mcad.core.wrapping import Refusal
 
 log = logging.getLogger(__name__)
 RECHECK_S = 2.0
@@ -116,7 +116,7 @@ class Lifecycle:
             return Next(await self.start_requeue(rec, order.reason, order.message,
                                                  preempted_by=order.by))
         recorded = rec.status.get("dispatchedSpecHash")
-        if recorded and recorded != dispatch_digest(rec.spec):
+        if recorded and recorded != rec.spec_digest():
             return Next(await self.start_requeue(
                 rec, SPEC_CHANGED, "the spec changed after dispatch; the new spec is applied "
                                     "through a requeue (what the old one created is deleted "

@@ -31,6 +31,7 @@ The AppWrapper's status on the hub remains the source of truth for what was deci
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -46,7 +47,8 @@ from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem, sized
 from mcad.core.placement import ClusterSelector
 from mcad.core.requeue import UNCOUNTED_REASONS, RequeuePolicy
 from mcad.core.topology import TopologyPin
-from mcad.core.wrapping import wrapped_kinds
+from mcad.core.wrapping import dispatch_digest, wrapped_kinds
+from mcad.gateway.connection import loads
 
 FINALIZER = "workload.codeflare.dev/finalizer"
 TERMINAL = ("Completed", "Failed")
@@ -157,10 +159,13 @@ class Observed:
     """The hub object as last seen (or as answered to mcad's own write), and what is read
     from it once per generation. Changed only by ``take``."""
 
-    __slots__ = ("_cache", "_demand", "_demand_error", "_generation", "_obj", "_taken")
+    __slots__ = ("_cache", "_demand", "_demand_error", "_generation", "_obj", "_spec",
+                 "_taken")
 
     def __init__(self) -> None:
         self._obj: dict[str, Any] = {}
+        """The object less its spec, which is kept encoded (``_spec``)."""
+        self._spec: bytes | None = None
         self._taken = 0
         self._generation = -1
         self._demand: Demand | None = None
@@ -173,14 +178,21 @@ class Observed:
         if resource_version(obj) and resource_version(obj) < resource_version(self._obj):
             return False
         _slim(obj)
-        self._obj = obj
+        spec = obj.get("spec")
+        # The spec is kept as compact JSON: as decoded, one Job's templates are about 15
+        # dicts and lists (2.8 KB), kept for every AppWrapper for as long as it lives,
+        # and read only per generation (demand, manifests, digest) or in a few fields.
+        self._obj = {k: v for k, v in obj.items() if k != "spec"}
+        self._spec = None if spec is None else json.dumps(
+            spec, separators=(",", ":")).encode()
         self._taken += 1
         generation = int((obj.get("metadata") or {}).get("generation", 0) or 0)
         if generation != self._generation:
             self._generation = generation
             self._cache.clear()
             try:
-                self._demand, self._demand_error = appwrapper_demand(self.spec), None
+                self._demand, self._demand_error = appwrapper_demand(
+                    spec if isinstance(spec, dict) else {}), None
             except DemandError as err:
                 self._demand, self._demand_error = None, str(err)
         return True
@@ -204,6 +216,12 @@ class Observed:
 
     @property
     def obj(self) -> dict[str, Any]:
+        """The whole object (its spec decoded anew: for the rare reader that needs it)."""
+        return self._obj if self._spec is None else {**self._obj, "spec": self.spec}
+
+    @property
+    def head(self) -> dict[str, Any]:
+        """The object less its spec (kind, metadata, status): cheap to read."""
         return self._obj
 
     @property
@@ -227,7 +245,14 @@ class Observed:
 
     @property
     def spec(self) -> dict[str, Any]:
-        return dict(self._obj.get("spec") or {})
+        """The spec, decoded anew at each call (a reader may change its copy)."""
+        spec = loads(self._spec) if self._spec is not None else None
+        return spec if isinstance(spec, dict) else {}
+
+    def spec_field(self, name: str) -> Any:
+        """One top-level field of the spec, decoded once per generation (the fields read
+        at every reconcile: schedulingSpec, priority)."""
+        return self.per_generation("spec." + name, lambda: self.spec.get(name))
 
     @property
     def status(self) -> dict[str, Any]:
@@ -296,7 +321,7 @@ class AppWrapperRecord:
 
     @property
     def key(self) -> AppWrapperKey:
-        return key_of(self.observed.obj)
+        return key_of(self.observed.head)
 
     @property
     def name(self) -> str:
@@ -394,8 +419,17 @@ class AppWrapperRecord:
         return until is not None and until > now and self.queued
 
     # -- the spec -----------------------------------------------------------------------
+    def kinds(self) -> tuple[tuple[str, str], ...]:
+        """(apiVersion, kind) of each wrapped item, once per generation."""
+        return self.observed.per_generation("kinds", lambda: tuple(wrapped_kinds(self.spec)))
+
+    def spec_digest(self) -> str:
+        """``dispatch_digest`` of the spec, once per generation (compared with the one
+        recorded at dispatch at every reconcile of a running AppWrapper)."""
+        return self.observed.per_generation("digest", lambda: dispatch_digest(self.spec))
+
     def requeue_policy(self, config: RunConfig) -> RequeuePolicy:
-        scheduling = self.spec.get("schedulingSpec") or {}
+        scheduling = self.observed.spec_field("schedulingSpec") or {}
         spec = scheduling.get("requeuing")
         return config.default_requeuing.policy() if spec is None \
             else RequeuePolicy.from_spec(spec)
@@ -423,7 +457,7 @@ class AppWrapperRecord:
         """What it holds now: its demand at its admitted size when elastic."""
         demand = self.demand
         if demand is None or not self.elastic or elastic_problem(
-                demand, wrapped_kinds(self.spec)) is not None:
+                demand, self.kinds()) is not None:
             return demand
         pods = self.admitted_pods()
         return sized(demand, demand.pods if pods is None else min(pods, demand.pods))
@@ -437,7 +471,8 @@ class AppWrapperRecord:
         return self._duration("expected")
 
     def _duration(self, name: str) -> int | None:
-        duration = (self.spec.get("schedulingSpec") or {}).get("dispatchDuration") or {}
+        duration = (self.observed.spec_field("schedulingSpec") or {}).get(
+            "dispatchDuration") or {}
         value = duration.get(name) if isinstance(duration, dict) else None
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
             else None
@@ -460,12 +495,12 @@ class AppWrapperRecord:
     def priority(self) -> int:
         """``spec.priority`` (0 when absent or unreadable)."""
         try:
-            return int(self.spec.get("priority", 0) or 0)
+            return int(self.observed.spec_field("priority") or 0)
         except (TypeError, ValueError):
             return 0
 
     def priority_slope(self) -> float:
-        slope = self.spec.get("priorityslope")
+        slope = self.observed.spec_field("priorityslope")
         return float(slope) if isinstance(slope, int | float) and not isinstance(slope, bool) \
             else 0.0
 
@@ -491,7 +526,7 @@ class AppWrapperRecord:
         return entry
 
     def _core_entry(self, config: RunConfig) -> AppWrapperEntry:
-        scheduling = self.spec.get("schedulingSpec") or {}
+        scheduling = self.observed.spec_field("schedulingSpec") or {}
         cluster_scheduling = scheduling.get("clusterScheduling") or {}
         created = parse_time(self.meta.get("creationTimestamp")) or datetime.min
         requeued = parse_time(self.status.get("requeueTimestamp"))
@@ -504,7 +539,7 @@ class AppWrapperRecord:
         elastic_min = full_pods = None
         admitted = self.admitted
         if self.elastic and demand is not None:
-            problem = elastic_problem(demand, wrapped_kinds(self.spec))
+            problem = elastic_problem(demand, self.kinds())
             if problem is not None:
                 demand, demand_error = None, problem
             else:
@@ -523,7 +558,7 @@ class AppWrapperRecord:
             phase=Admitted(ClusterName(self.cluster), self.pin) if admitted else QUEUED,
             avoid_cluster=self.status.get("previousCluster") or None,
             not_before=self.pause_ends(config), queued_since=requeued,
-            kinds=wrapped_kinds(self.spec), priority_slope=self.priority_slope(),
+            kinds=self.kinds(), priority_slope=self.priority_slope(),
             dispatched=self.dispatched_at() if admitted else None,
             draining=bool(admitted and requeuing.get("status") == "True"),
             draining_for=AppWrapperKey(str(self.status["preemptedBy"]))

@@ -52,7 +52,6 @@ from mcad.controller.workqueue import WorkQueue, run_workers
 from mcad.controller.writer import HubWriter
 from mcad.core.capacity import AppWrapperKey
 from mcad.core.runtimes import RuntimePolicy
-from mcad.core.wrapping import wrapped_kinds
 from mcad.gateway.connection import Connection, WriteFence
 
 log = logging.getLogger(__name__)
@@ -142,7 +141,7 @@ class Controller:
         """(apiVersion, kind) of what the AppWrappers dispatched to ``cluster`` wrap: a
         link (re)built for it watches them again before it is ready."""
         return {kind for rec in self.state.appwrappers.values()
-                if rec.admitted and rec.cluster == cluster for kind in wrapped_kinds(rec.spec)}
+                if rec.admitted and rec.cluster == cluster for kind in rec.kinds()}
 
     def _spokes_changed(self) -> None:
         self.links.sync()

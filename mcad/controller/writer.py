@@ -155,4 +155,4 @@ class HubWriter:
     def event(self, rec: AppWrapperRecord, *, reason: str, message: str,
               warning: bool = False) -> None:
         """Record a Kubernetes Event for the AppWrapper (queued; best effort)."""
-        self.events.send(rec.obj, reason=reason, message=message, warning=warning)
+        self.events.send(rec.observed.head, reason=reason, message=message, warning=warning)
