@@ -69,7 +69,21 @@ class _Pod:
     terminal: bool
     request: ResourceList
     owner_uid: str  # AppWrapper uid label, or ""
-    raw: dict[str, Any]
+    name: str
+    namespace: str
+    phase: str
+    ready: bool
+    deleted_at: str | None
+    """Its deletionTimestamp: on its way out."""
+
+    def as_read(self) -> dict[str, Any]:
+        """The pod as progress reads it (``core.progress.count_pods``), made when asked:
+        kept as these few fields, not as dicts, since 10,000 running pods are kept."""
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if self.deleted_at:
+            meta["deletionTimestamp"] = self.deleted_at
+        return {"metadata": meta, "status": {"phase": self.phase, "conditions": [
+            {"type": "Ready", "status": "True" if self.ready else "False"}]}}
 
 
 @dataclass
@@ -302,7 +316,9 @@ class SpokeLink:
             except ValueError:
                 request = EMPTY
             pod = _Pod(uid, spec.get("nodeName", ""), phase in TERMINAL, request, owner,
-                       _slim_pod(obj))
+                       name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")),
+                       phase=phase, ready=_pod_ready(obj),
+                       deleted_at=meta.get("deletionTimestamp") or None)
             self.pods[uid] = pod
             self._account(pod, +1)
         new = self.pods.get(uid)
@@ -339,7 +355,7 @@ class SpokeLink:
                         del self.held_by[pod.owner_uid]
 
     def pods_of(self, owner_uid: str) -> list[dict[str, Any]]:
-        return [self.pods[u].raw for u in self.pods_by_owner.get(owner_uid, ())]
+        return [self.pods[u].as_read() for u in self.pods_by_owner.get(owner_uid, ())]
 
     def placed_requests_of(self, owner_uid: str) -> list[ResourceList]:
         """Requests of the AppWrapper's pods that need no reservation: bound or finished."""
@@ -459,19 +475,9 @@ def _slim_node(node: dict[str, Any]) -> dict[str, Any]:
                                       for c in status.get("conditions") or []]}}
 
 
-def _slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a pod that are read from it (``core.progress.count_pods``: phase,
-    being deleted, Ready; its name to delete it); its node, requests and owner are kept
-    beside it in ``_Pod``. Small on purpose: 10,000 running pods are kept."""
-    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-    slim_meta = {"name": meta.get("name"), "namespace": meta.get("namespace")}
-    if meta.get("deletionTimestamp"):
-        slim_meta["deletionTimestamp"] = meta["deletionTimestamp"]
-    return {"metadata": slim_meta,
-            "status": {"phase": status.get("phase", "Pending"),
-                       "conditions": [{"type": "Ready", "status": c.get("status")}
-                                      for c in status.get("conditions") or []
-                                      if c.get("type") == "Ready"]}}
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def _slim_item(obj: dict[str, Any]) -> dict[str, Any]:
