@@ -42,7 +42,8 @@ class Informer:
                  namespace: str | None = None, label_selector: str | None = None,
                  key: Callable[[Obj], Hashable] = by_namespace_and_name,
                  keep: Callable[[Obj], Obj] = _unchanged,
-                 on_sync: Callable[[bool, ApiError | None], None] | None = None) -> None:
+                 on_sync: Callable[[bool, ApiError | None], None] | None = None,
+                 shared: bool = True) -> None:
         self.conn = conn
         self.ref = ref
         self.handle = handle
@@ -51,6 +52,9 @@ class Informer:
         self.key = key
         self.keep = keep
         self.on_sync = on_sync
+        self.shared = shared
+        """Decode watch events sharing keys and short values (``Connection.loads``); off
+        where only a few fields are kept, and those are interned by ``keep``."""
         self.objects: dict[Hashable, Obj] = {}
         self.synced = False
         self.error: ApiError | None = None
@@ -59,7 +63,8 @@ class Informer:
         """Follow the resource forever (the stream reconnects by itself)."""
         try:
             async for event in watch_objects(self.conn, self.ref, namespace=self.namespace,
-                                             label_selector=self.label_selector):
+                                             label_selector=self.label_selector,
+                                             shared=self.shared):
                 if isinstance(event, Changed):
                     self._changed(event.type, event.obj)
                 elif isinstance(event, Relisted):

@@ -31,6 +31,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from sys import intern
 from typing import Any
 
 from mcad.controller.clock import utcnow
@@ -166,8 +167,10 @@ class SpokeLink:
         self._informers = {
             "nodes": Informer(conn, refs.NODES, self._on_node, key=_by_name, keep=_identity,
                               on_sync=self._on_sync),
+            # Pods and wrapped objects change often and only a few fields are kept
+            # (interned here): decoded plainly, a pod event costs half as much.
             "pods": Informer(conn, refs.PODS, self._on_pod, key=_by_uid, keep=_identity,
-                             on_sync=self._on_sync),
+                             on_sync=self._on_sync, shared=False),
         }
         self._set_health(False, "Syncing", "listing the cluster's nodes and pods")
         try:
@@ -306,7 +309,7 @@ class SpokeLink:
         old = self.pods.pop(uid, None)
         if old is not None:
             self._account(old, -1)
-        owner = (meta.get("labels") or {}).get(UID_LABEL, "")
+        owner = intern(str((meta.get("labels") or {}).get(UID_LABEL, "")))
         if kind != "DELETED":
             spec = obj.get("spec") or {}
             phase = (obj.get("status") or {}).get("phase", "Pending")
@@ -315,9 +318,10 @@ class SpokeLink:
                     (old.request if old is not None else EMPTY)
             except ValueError:
                 request = EMPTY
-            pod = _Pod(uid, spec.get("nodeName", ""), phase in TERMINAL, request, owner,
-                       name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")),
-                       phase=phase, ready=_pod_ready(obj),
+            pod = _Pod(uid, intern(str(spec.get("nodeName", ""))), phase in TERMINAL,
+                       request, owner, name=str(meta.get("name", "")),
+                       namespace=intern(str(meta.get("namespace", ""))),
+                       phase=intern(str(phase)), ready=_pod_ready(obj),
                        deleted_at=meta.get("deletionTimestamp") or None)
             self.pods[uid] = pod
             self._account(pod, +1)
@@ -369,7 +373,7 @@ class SpokeLink:
                 or self.conn is None or self._supervisor is None:
             return
         informer = Informer(self.conn, ref, self._item_handler, label_selector=UID_LABEL,
-                            keep=_slim_item, on_sync=self._on_sync)
+                            keep=_slim_item, on_sync=self._on_sync, shared=False)
         self._kinds[ref.kind] = informer
         self._supervisor.spawn(ref.kind, informer.run)
         self._refresh_health()
@@ -432,15 +436,20 @@ def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What an informer keeps of a node or pod: enough to say which one was deleted and
     whose it was (the link keeps the fields it reads itself)."""
     meta = obj.get("metadata") or {}
-    return {"metadata": {**{k: meta.get(k) for k in ("name", "namespace", "uid")},
+    return {"metadata": {**{k: _interned(meta.get(k)) for k in ("name", "namespace", "uid")},
                          **_owner_label(meta)}}
+
+
+def _interned(value: Any) -> Any:
+    """One string object for equal short values kept of plainly decoded objects."""
+    return intern(value) if isinstance(value, str) and len(value) <= 63 else value
 
 
 def _owner_label(meta: Mapping[str, Any]) -> dict[str, Any]:
     """Of an object's labels, only the AppWrapper uid label (the one mcad reads): a Job's
     pod carries six more, and 10,000 running pods are kept."""
     owner = (meta.get("labels") or {}).get(UID_LABEL)
-    return {"labels": {UID_LABEL: owner}} if owner else {}
+    return {"labels": {UID_LABEL: _interned(owner)}} if owner else {}
 
 
 def _node_ready(node: Mapping[str, Any]) -> bool:
@@ -483,9 +492,9 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
 def _slim_item(obj: dict[str, Any]) -> dict[str, Any]:
     """A wrapped object as completion reads it: identity and conditions."""
     meta = obj.get("metadata") or {}
-    return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
-                         **_owner_label(meta)},
-            "conditions": {c.get("type", ""): c.get("status", "")
+    return {"metadata": {"name": _interned(meta.get("name")),
+                         "namespace": _interned(meta.get("namespace")), **_owner_label(meta)},
+            "conditions": {_interned(c.get("type", "")): _interned(c.get("status", ""))
                            for c in (obj.get("status") or {}).get("conditions") or []
                            if isinstance(c, dict)}}
 

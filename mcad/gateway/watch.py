@@ -51,8 +51,10 @@ WatchEvent = Relisted | Changed | StreamBroken
 
 
 async def watch_objects(conn: Connection, ref: ResourceRef, *, namespace: str | None = None,
-                        label_selector: str | None = None) -> AsyncIterator[WatchEvent]:
-    """Yield the state of ``ref`` objects, then every change, forever."""
+                        label_selector: str | None = None, shared: bool = True
+                        ) -> AsyncIterator[WatchEvent]:
+    """Yield the state of ``ref`` objects, then every change, forever (``shared``: see
+    ``Connection.stream_lines``; lists are always decoded sharing)."""
     backoff = BACKOFF_MIN_S
     while True:
         try:
@@ -66,7 +68,7 @@ async def watch_objects(conn: Connection, ref: ResourceRef, *, namespace: str | 
             backoff = BACKOFF_MIN_S
             while True:  # re-watch from the last version whenever the server ends a watch
                 async for event in _watch_from(conn, ref, version, namespace=namespace,
-                                               label_selector=label_selector):
+                                               label_selector=label_selector, shared=shared):
                     if isinstance(event, str):
                         version = event
                     else:
@@ -83,13 +85,13 @@ async def watch_objects(conn: Connection, ref: ResourceRef, *, namespace: str | 
 
 async def _watch_from(conn: Connection, ref: ResourceRef, version: str, *,
                       namespace: str | None, label_selector: str | None,
-                      ) -> AsyncIterator[Changed | str]:
+                      shared: bool = True) -> AsyncIterator[Changed | str]:
     params = {"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true",
               "timeoutSeconds": str(WATCH_SECONDS)}
     if label_selector:
         params["labelSelector"] = label_selector
     async for line in conn.stream_lines(ref.path(namespace=namespace), params=params,
-                                        read_timeout=WATCH_SECONDS + 30):
+                                        read_timeout=WATCH_SECONDS + 30, shared=shared):
         kind = line.get("type")
         obj = line.get("object") or {}
         if not isinstance(obj, dict):

@@ -118,3 +118,13 @@ async def test_the_list_is_not_held_while_watching() -> None:
         assert await anext(events) == Changed("ADDED", pod("b", "8"))
     assert not any(holder is events for holder in gc.get_referrers(items))
     await events.aclose()
+
+
+async def test_a_plain_watch_decodes_the_same_objects() -> None:
+    """``shared=False`` (a spoke's pods and Jobs) decodes with plain ``json.loads``: the
+    same events, only without the sharing hook."""
+    transport = ScriptedTransport()
+    transport.on("GET", PATH, listing([pod("a")], version="7"))
+    transport.watch(PATH).event("MODIFIED", pod("a", "8"))
+    events = await take(watch_objects(transport.connection(), PODS, shared=False), 2)
+    assert events == [Relisted([pod("a")]), Changed("MODIFIED", pod("a", "8"))]
