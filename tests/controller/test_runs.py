@@ -118,46 +118,50 @@ async def test_a_committed_write_met_by_its_own_retry_is_not_a_lost_race() -> No
         assert run.controller.state.appwrappers[AppWrapperKey("ns/train")].admitted
 
 
+@contextlib.asynccontextmanager
+async def running_job(name: str = "train") -> AsyncIterator[tuple[Hub, SpokeJobs, Running]]:
+    """A controller with one Job AppWrapper running: its Job made on the spoke."""
+    hub, spoke = Hub(), spoke_transport()
+    jobs = SpokeJobs(spoke)
+    spoke.only("GET", "/apis/batch/v1/jobs", lambda _r: listing(list(jobs.jobs.values())))
+    hub.add(job_appwrapper(name))
+    async with controlling(hub, spoke) as run:
+        await until("running", lambda: state_of(hub, name).get("state") == "Running"
+                    and name in jobs.jobs)
+        yield hub, jobs, run
+
+
+async def job_completes(hub: Hub, jobs: SpokeJobs, name: str = "train") -> None:
+    """The Job reports Complete; the AppWrapper must follow."""
+    jobs.set_conditions(name, Complete="True")
+    await until("completed", lambda: state_of(hub, name).get("state") == "Completed",
+                within=30)
+
+
 async def test_a_rebuilt_link_follows_the_jobs_running_on_its_cluster() -> None:
     """The link to a cluster is made anew (as a rotated kubeconfig Secret makes it); the
     Job then completes: the new link watches Jobs again before it is ready, so the
     AppWrapper completes and gives its quota back instead of staying Running forever."""
-    hub, spoke = Hub(), spoke_transport()
-    jobs = SpokeJobs(spoke)
-    spoke.only("GET", "/apis/batch/v1/jobs", lambda _r: listing(list(jobs.jobs.values())))
-    hub.add(job_appwrapper("train"))
-    async with controlling(hub, spoke) as run:
-        await until("running", lambda: state_of(hub, "train").get("state") == "Running"
-                    and "train" in jobs.jobs)
+    async with running_job() as (hub, jobs, run):
         links = run.controller.links
         links._stop("local")  # what a rotated Secret does to the link
         links.sync()
         await until("the new link ready", lambda: "local" in run.controller.state.links
                     and run.controller.state.links["local"].health.ready)
-        jobs.set_conditions("train", Complete="True")
-        await until("completed", lambda: state_of(hub, "train").get("state") == "Completed",
-                    within=30)
-
+        await job_completes(hub, jobs)
 
 
 async def test_a_running_appwrapper_keeps_no_manifests_and_still_completes() -> None:
     """The manifests are worked out for the dispatch and forgotten once created (kept,
     they were a second copy of every running AppWrapper's templates); its progress is
     followed from what is kept instead, and its Job completing still completes it."""
-    hub, spoke = Hub(), spoke_transport()
-    jobs = SpokeJobs(spoke)
-    spoke.only("GET", "/apis/batch/v1/jobs", lambda _r: listing(list(jobs.jobs.values())))
-    hub.add(job_appwrapper("train"))
-    async with controlling(hub, spoke) as run:
-        await until("running", lambda: state_of(hub, "train").get("state") == "Running"
-                    and "train" in jobs.jobs)
+    async with running_job() as (hub, jobs, run):
         rec = run.controller.state.appwrappers[AppWrapperKey("ns/train")]
         await until("followed", lambda: "followed" in rec.observed.kept)
         assert PLANNED not in rec.observed.kept
-        jobs.set_conditions("train", Complete="True")
-        await until("completed", lambda: state_of(hub, "train").get("state") == "Completed",
-                    within=30)
+        await job_completes(hub, jobs)
         assert PLANNED not in rec.observed.kept
+
 
 def foreign_pod(index: int, node: str, *, kind: str = "ADDED") -> tuple[str, dict[str, Any]]:
     """A pod mcad does not own taking a whole 8-GPU node."""
