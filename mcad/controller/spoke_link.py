@@ -49,7 +49,7 @@ from mcad.core.demand import Taint, pod_request
 from mcad.core.resources import EMPTY, ResourceList
 from mcad.core.wrapping import UID_LABEL
 from mcad.gateway import refs
-from mcad.gateway.connection import Connection, WriteFence
+from mcad.gateway.connection import SHARED_VALUE_CHARS, Connection, WriteFence
 from mcad.gateway.errors import ApiError, BadKubeconfig, GatewayError, UnknownKind
 from mcad.gateway.refs import Discovery, ResourceRef
 
@@ -441,8 +441,10 @@ def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _interned(value: Any) -> Any:
-    """One string object for equal short values kept of plainly decoded objects."""
-    return intern(value) if isinstance(value, str) and len(value) <= 63 else value
+    """One string object for equal short values kept of plainly decoded objects (the
+    limit ``loads`` shares by)."""
+    return intern(value) if isinstance(value, str) and len(value) <= SHARED_VALUE_CHARS \
+        else value
 
 
 def _owner_label(meta: Mapping[str, Any]) -> dict[str, Any]:
