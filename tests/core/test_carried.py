@@ -12,6 +12,7 @@ decides in full.
 from __future__ import annotations
 
 import dataclasses
+import gc
 from datetime import timedelta
 
 from hypothesis import HealthCheck, event, given, settings
@@ -112,6 +113,32 @@ def run_cycles(snapshot: Snapshot, data: st.DataObject) -> None:
 def test_the_carried_cycle_decides_exactly_what_a_full_cycle_decides(
         case: tuple[Snapshot, object], data: st.DataObject) -> None:
     run_cycles(case[0], data)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_cycles_leave_nothing_for_the_garbage_collector(case: tuple[Snapshot, object]) -> None:
+    """A cycle's books, plans and decisions are freed by reference counting as soon as
+    they are dropped. A reference cycle in them (the books' head of line once held a
+    callable holding the books) made each cycle, with 10,000 running, 50,000 objects
+    that only the collector's full passes free, and a full pass walks the whole heap:
+    in the scale benchmark, one every 10 s taking 0.3-1.2 s of the event loop."""
+    snapshot = case[0]
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        carried = CarriedCycle()
+        result = carried.decide(snapshot)
+        carried.decide(applied(snapshot, result))  # the first memo is dropped here
+        del carried, result
+        gc.collect()
+        garbage = sorted({type(o).__qualname__ for o in gc.garbage})
+    finally:
+        gc.garbage.clear()
+        gc.set_debug(0)
+        gc.enable()
+    assert garbage == []
 
 
 @st.composite
