@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 
 from mcad import visibility, webui
 from mcad.config import ConfigError, RunConfig, load_run_config
+from mcad.controller import heap
 from mcad.controller.estimator import Plan
 from mcad.controller.leader import (
     CONTROLLER_POD_ANNOTATION,
@@ -209,6 +210,7 @@ class _Stopped(Exception):
 
 
 async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namespace) -> int:
+    heap.tune()
     hub = await _connect_hub(kubeconfig, "hub")
     # The Lease is renewed on a connection of its own, as client-go's leader election
     # does, so a renewal never waits for a pooled connection behind the reconcilers'
@@ -245,7 +247,7 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
                                 workers=config.workers,
                                 connect_hub=lambda name: _connect_hub(kubeconfig, name),
                                 fence=elector.fence if elector is not None else None,
-                                extra_tasks=extra)
+                                extra_tasks=extra, on_listed=heap.settle)
         current.append(controller)
         try:
             await controller.run()

@@ -31,7 +31,8 @@ class HubCache:
 
     def __init__(self, *, hub: Connection, state: ControllerState, config: RunConfig,
                  queue: WorkQueue[AppWrapperKey], dispatcher: Dispatcher,
-                 spokes_changed: Callable[[], None]) -> None:
+                 spokes_changed: Callable[[], None],
+                 on_listed: Callable[[], None] = lambda: None) -> None:
         self.state = state
         self.config = config
         self.ignored_subtrees: set[str] = set()
@@ -47,12 +48,20 @@ class HubCache:
         }
         for informer in self.informers.values():
             informer.on_sync = self._on_sync
+        self.listed = False
+        """Whether every hub resource has been listed once."""
+        self.on_listed = on_listed
+        """Called once, when they are: ``mcad run`` settles the heap then
+        (``mcad.controller.heap.settle``: most of what the controller keeps exists)."""
 
     def not_synced(self) -> list[str]:
         """The hub resources whose cache is not (or no longer) current."""
         return [name for name, informer in self.informers.items() if not informer.synced]
 
     def _on_sync(self, synced: bool, error: object) -> None:
+        if synced and not self.listed and not self.not_synced():
+            self.listed = True
+            self.on_listed()
         self.dispatcher.trigger()
 
     # -- handlers -------------------------------------------------------------------------

@@ -63,7 +63,8 @@ class Controller:
     def __init__(self, *, hub: Connection, connect_hub: Callable[[str], Awaitable[Connection]],
                  config: RunConfig, fence: WriteFence | None = None, local: bool = False,
                  workers: int = WORKERS,
-                 extra_tasks: Sequence[tuple[str, TaskFactory]] = ()) -> None:
+                 extra_tasks: Sequence[tuple[str, TaskFactory]] = (),
+                 on_listed: Callable[[], None] = lambda: None) -> None:
         hub.write_fence = fence
         self.hub = hub
         metrics.register_api_client(hub.name)
@@ -101,7 +102,8 @@ class Controller:
                            on_change=self._on_spoke_change, on_health=self._on_link_health,
                            kinds_in_use=self._kinds_in_use)
         self.hub_cache = HubCache(hub=hub, state=self.state, config=config, queue=self.queue,
-                                  dispatcher=self.dispatcher, spokes_changed=self._spokes_changed)
+                                  dispatcher=self.dispatcher, spokes_changed=self._spokes_changed,
+                                  on_listed=on_listed)
         if local:  # the hub itself as cluster "local", with no SpokeCluster object
             self.state.spoke_objects[LOCAL] = {"metadata": {"name": LOCAL},
                                                "spec": {"local": True}}

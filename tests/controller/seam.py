@@ -233,13 +233,16 @@ class Running:
 
 
 async def run_controller(hub: Hub, spoke: ScriptedTransport,
-                         config: RunConfig | None = None) -> AsyncIterator[Running]:
+                         config: RunConfig | None = None, *,
+                         on_listed: Callable[[], None] = lambda: None
+                         ) -> AsyncIterator[Running]:
     """Run a controller on ``hub`` and ``spoke`` until the caller is done."""
     async def connect_spoke(name: str) -> Connection:
         return spoke.connection(name)
 
     controller = Controller(hub=hub.transport.connection("hub", attempts=2),
-                            connect_hub=connect_spoke, config=config or RunConfig(), workers=4)
+                            connect_hub=connect_spoke, config=config or RunConfig(), workers=4,
+                            on_listed=on_listed)
     clock.use(clock.loop_clock())
     task = asyncio.create_task(controller.run())
     try:
