@@ -175,9 +175,8 @@ class Dispatcher:
             if link is None:
                 continue
             share.follow(link)
-            if share.reservation:
-                reservations.setdefault(share.cluster, []).append(
-                    Reservation(key, share.reservation, share.entry_pin))
+            if share.reservation is not None:
+                reservations.setdefault(share.cluster, []).append(share.reservation)
             if share.held is not None:  # for preemption and start estimates
                 held.setdefault(share.cluster, {})[key] = share.held
         self._shares = shares
@@ -278,6 +277,7 @@ class _Share:
     failed: RunId | None
     evicted: RunId | None
     uid: str
+    key: AppWrapperKey
     queued: bool
     cluster: str
     entry: AppWrapperEntry | None
@@ -287,8 +287,9 @@ class _Share:
     entry_pin: TopologyPin | None
     link: SpokeLink | None = None
     pod_epoch: int | None = None
-    reservation: tuple[PodSet, ...] = ()
-    """Its pods not yet bound or finished: room the cluster keeps for them."""
+    reservation: Reservation | None = None
+    """Its pods not yet bound or finished: room the cluster keeps for them (None: none;
+    built once per change of its pods, not once per cycle)."""
     held: tuple[tuple[NodeName, ResourceList], ...] | None = None
     timed: AppWrapperEntry | None = None
     """``entry`` with its expected run time, as of history version ``timed_version``."""
@@ -301,6 +302,7 @@ class _Share:
         return cls(taken=rec.observed.taken, dispatch=orders.dispatch, eviction=orders.eviction,
                    resize=orders.resize, persisted=progress.persisted,
                    failed=progress.failed, evicted=progress.evicted, uid=rec.uid,
+                   key=rec.key,
                    queued=queued, cluster=rec.cluster,
                    entry=rec.core_entry(config) if admitted or queued else None,
                    held_demand=rec.admitted_demand() if admitted else None,
@@ -322,8 +324,9 @@ class _Share:
             return
         assert self.held_demand is not None
         self.link, self.pod_epoch = link, epoch
-        self.reservation = unplaced(self.held_demand.pod_sets,
-                                    link.placed_requests_of(self.uid))
+        unbound = unplaced(self.held_demand.pod_sets, link.placed_requests_of(self.uid))
+        self.reservation = Reservation(self.key, unbound, self.entry_pin) if unbound \
+            else None
         on_nodes = link.held_by.get(self.uid)
         self.held = None if on_nodes is None else tuple(
             (NodeName(node), requests) for node, requests in on_nodes.items())
