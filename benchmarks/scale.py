@@ -90,10 +90,46 @@ async def bounded(items: list[Any], work: Any, limit: int = CONCURRENCY) -> None
     await asyncio.gather(*(one(i) for i in items))
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+COMPONENTS = ("kube-apiserver", "etcd", "kube-scheduler", "kube-controller", "kwok")
+"""Test bed processes by name (/proc truncates kube-controller-manager's)."""
+
+
+def cpu_seconds(mcad_pid: int | None = None) -> dict[str, float]:
+    """CPU seconds used so far by the machine's processes, by component: the test bed's
+    (all four API servers together, and so on), mcad's, this benchmark's own (the
+    ceiling's client; the watches that time mcad), and the rest."""
+    out: dict[str, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        pid = int(entry)
+        component = ("mcad" if pid == mcad_pid else "benchmark" if pid == os.getpid()
+                     else name if name in COMPONENTS else "other")
+        out[component] = out.get(component, 0.0) + \
+            (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return out
+
+
+def cpu_per_appwrapper(before: dict[str, float], after: dict[str, float],
+                       count: int) -> dict[str, float]:
+    """Milliseconds of CPU per AppWrapper, by component, between two readings."""
+    return {k: 1000 * (after.get(k, 0.0) - before.get(k, 0.0)) / count
+            for k in sorted(after.keys() | before.keys())}
+
+
 # -- 1. the ceiling ------------------------------------------------------------------------
 
-async def ceiling(hub: Connection, spokes: list[Connection], count: int) -> float:
-    """AppWrappers per second a plain client gets through mcad's three writes each."""
+async def ceiling(hub: Connection, spokes: list[Connection],
+                  count: int) -> tuple[float, dict[str, float]]:
+    """AppWrappers per second a plain client gets through mcad's three writes each, and
+    the machine's CPU per AppWrapper meanwhile (``cpu_per_appwrapper``)."""
     ns = "ceiling"
     await verbs.create(hub, refs.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                               "metadata": {"name": ns}})
@@ -115,9 +151,10 @@ async def ceiling(hub: Connection, spokes: list[Connection], count: int) -> floa
         job = small_aw(name)["spec"]["resources"]["GenericItems"][0]["generictemplate"]
         await verbs.create(spokes[index % len(spokes)], JOBS, job, namespace=ns)
 
-    started = time.monotonic()
+    started, cpu_before = time.monotonic(), cpu_seconds()
     await bounded(list(enumerate(names)), dispatch_like)
     rate = count / (time.monotonic() - started)
+    cpu = cpu_per_appwrapper(cpu_before, cpu_seconds(), count)
     say(f"ceiling: {rate:.0f} AppWrappers/s")
     for name in names:  # out of mcad's way: no finalizer, no Job
         await verbs.merge_patch(hub, refs.APPWRAPPERS, name, {"metadata": {"finalizers": []}},
@@ -125,7 +162,7 @@ async def ceiling(hub: Connection, spokes: list[Connection], count: int) -> floa
     for conn in (hub, *spokes):
         await verbs.delete(conn, refs.NAMESPACES, ns)
     await quiet(ns, [hub, *spokes])
-    return rate
+    return rate, cpu
 
 
 async def quiet(ns: str, conns: list[Connection], timeout: float = 600) -> None:
@@ -285,7 +322,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     watchers = [asyncio.create_task(seen.follow(s)) for s in spokes]
     launched = time.monotonic()
     mcad: Mcad = await asyncio.to_thread(start_mcad, state, log)
-    ready = time.monotonic()
+    ready, cpu_ready = time.monotonic(), cpu_seconds(mcad.proc.pid)
     rss_ready = rss_of(mcad.proc.pid)
     samples = Samples()
     sampler = asyncio.create_task(sample_process(mcad.proc.pid, samples, ready))
@@ -319,6 +356,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
                     f"ready, RSS {rss:.0f} MB")
                 last_report = time.monotonic()
         prober.cancel()
+        cpu = cpu_per_appwrapper(cpu_ready, cpu_seconds(mcad.proc.pid), count)
         metrics_text = mcad.metrics()
     finally:
         profiled = finish_profile(profiler)
@@ -342,6 +380,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "lease_losses": int(sample_value(metrics_text, "mcad_leadership_lost_total")),
         "lease_renewal_p99_s": quantile(renewals, 0.99),
         "lease_renewal_max_bucket_s": highest_bucket(renewals),
+        "cpu_ms_per_appwrapper": cpu,
         "rss_idle_mb": rss_idle, "rss_ready_mb": rss_ready,
         "rss_slope_mb_per_1000": (rss_ready - rss_idle) / (count / 1000),
         "rss_max_mb": max((v for _, v in samples.rss_mb), default=0.0),
@@ -475,7 +514,28 @@ def render(f: dict[str, Any], nodes: int, roof: float) -> str:
         f"| controller CPU, mean while draining | {f['cpu_mean']:.2f} cores | |",
         f"| mcad start to ready ({f['appwrappers']:,} queued) | {f['startup_s']:.1f} s | |", "",
         "![Dispatch rate, queue, RSS and CPU while the backlog drains](img/scale.png)", "",
+        *cpu_table(f.get("ceiling_cpu_ms_per_appwrapper") or {},
+                   f.get("cpu_ms_per_appwrapper") or {}, f['mcad_per_s'], roof),
         *profile_table(f.get("profile") or [])])
+
+
+def cpu_table(ceiling_cpu: dict[str, float], mcad_cpu: dict[str, float],
+              rate: float, roof: float) -> list[str]:
+    """The machine's CPU per AppWrapper, by process, in the ceiling's window and in
+    mcad's: with every core busy, the rates are in the inverse ratio of the totals."""
+    if not ceiling_cpu or not mcad_cpu:
+        return []
+    names = sorted(ceiling_cpu.keys() | mcad_cpu.keys(),
+                   key=lambda k: -max(ceiling_cpu.get(k, 0.0), mcad_cpu.get(k, 0.0)))
+    total_c, total_m = sum(ceiling_cpu.values()), sum(mcad_cpu.values())
+    return ["Where the machine's CPU went, milliseconds per AppWrapper (from /proc, by "
+            "process; the four API servers together; `benchmark` is this script: the "
+            "ceiling's client, then the probes and the watches that time mcad's Jobs):", "",
+            "| process | ceiling | mcad's drain |", "|---|---:|---:|",
+            *(f"| {name} | {ceiling_cpu.get(name, 0.0):.1f} | {mcad_cpu.get(name, 0.0):.1f} |"
+              for name in names),
+            f"| **all** | **{total_c:.1f}** | **{total_m:.1f}** |",
+            f"| AppWrappers/s | {roof:.0f} | {rate:.0f} |", ""]
 
 
 def profile_table(rows: list[tuple[str, float, float]]) -> list[str]:
@@ -515,10 +575,10 @@ def main() -> int:
     async def run(state: Any) -> tuple[float, dict[str, Any]]:
         async with connected(state, ["hub", *SPOKES]) as conns:
             spokes = [conns[s] for s in SPOKES]
-            roof = await ceiling(conns["hub"], spokes, args.ceiling)
+            roof, roof_cpu = await ceiling(conns["hub"], spokes, args.ceiling)
             figures = await drain(state, conns["hub"], spokes, args.appwrappers,
                                   Path("/tmp/scale-mcad-run.log"), profile=not args.smoke)
-            return roof, figures
+            return roof, {**figures, "ceiling_cpu_ms_per_appwrapper": roof_cpu}
 
     with testbed(spec, "scale") as (state, _):
         install_mcad(state, list(SPOKES))
