@@ -38,6 +38,7 @@ def tune() -> None:
 
 def settle() -> None:
     """Leave what is alive now out of later full collections: called once the hub's
-    caches are listed, when most of what the controller will keep exists."""
+    caches are listed, when most of what the controller will keep exists (collected
+    first, so no garbage is frozen; once per term, a fraction of a second)."""
     gc.collect()
     gc.freeze()
