@@ -253,6 +253,15 @@ async def run_controller(hub: Hub, spoke: ScriptedTransport,
         clock.use(None)
 
 
+async def until(what: str, check: Callable[[], object], within: float = 60) -> None:
+    """Wait (on the test's loop clock) until ``check()`` holds, or fail naming ``what``."""
+    for _ in range(int(within * 10)):
+        if check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"not {what} after {within}s")
+
+
 def job_appwrapper(name: str, namespace: str = "ns", *, pods: int = 1,
                    gpus: int = 8) -> dict[str, Any]:
     return {

@@ -8,7 +8,6 @@ is alive at each one.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 
 import pytest
@@ -22,6 +21,7 @@ from tests.controller.seam import (
     job_appwrapper,
     run_controller,
     spoke_transport,
+    until,
 )
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
@@ -36,22 +36,19 @@ async def test_the_heap_is_settled_once_every_hub_resource_is_listed() -> None:
     def listed() -> None:  # how many AppWrappers the controller knows at that moment
         settled.append(len(running[0].controller.state.appwrappers))
 
-    async for run in run_controller(hub, spoke_transport(), on_listed=listed):
-        running.append(run)  # (before the controller's task first runs)
-        for _ in range(600):
-            if run.controller.ready() and settled:
-                break
-            await asyncio.sleep(0.1)
+    runs = run_controller(hub, spoke_transport(), on_listed=listed)
+    running.append(await anext(runs))  # (before the controller's task first runs)
+    controller = running[0].controller
+    try:
+        await until("listed", lambda: controller.ready() and settled)
         assert settled == [1]  # once, with the AppWrapper listed
         relists = len(hub.transport.sent("GET", AW_PATH))
         hub.transport.live[AW_PATH].fail(TransportError("connection reset by peer"))
-        for _ in range(600):
-            if len(hub.transport.sent("GET", AW_PATH)) > relists and run.controller.ready():
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the AppWrappers were not listed again")
+        await until("listed again", lambda: len(hub.transport.sent("GET", AW_PATH)) > relists
+                    and controller.ready())
         assert settled == [1]  # not again at a relist
+    finally:
+        await runs.aclose()
 
 
 def test_tune_raises_only_the_young_threshold() -> None:

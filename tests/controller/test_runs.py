@@ -40,6 +40,7 @@ from tests.controller.seam import (
     merge,
     run_controller,
     spoke_transport,
+    until,
 )
 from tests.gateway.scripted import Request, ScriptedTransport, listing, status
 
@@ -57,14 +58,6 @@ async def controlling(hub: Hub, spoke: ScriptedTransport,
 @pytest.fixture(autouse=True)
 def fast_watch_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch_module, "BACKOFF_MIN_S", 0.01)
-
-
-async def until(what: str, check: Callable[[], object], within: float = 60) -> None:
-    for _ in range(int(within * 10)):
-        if check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not {what} after {within}s")
 
 
 def state_of(hub: Hub, name: str) -> dict[str, Any]:

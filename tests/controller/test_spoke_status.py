@@ -3,9 +3,7 @@ status writes are JSON merge patches, as the API server applies them)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import Callable
 
 import pytest
 
@@ -17,6 +15,7 @@ from tests.controller.seam import (
     job_appwrapper,
     run_controller,
     spoke_transport,
+    until,
 )
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
@@ -25,14 +24,6 @@ pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
 @pytest.fixture(autouse=True)
 def fast_watch_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch_module, "BACKOFF_MIN_S", 0.01)
-
-
-async def until(what: str, check: Callable[[], object], within: float = 60) -> None:
-    for _ in range(int(within * 10)):
-        if check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not {what} after {within}s")
 
 
 async def test_no_gpu_free_is_written_as_zero_not_left_at_its_last_value() -> None:

@@ -9,9 +9,8 @@ block."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ from tests.controller.seam import (
     job_appwrapper,
     run_controller,
     spoke_transport,
+    until,
 )
 from tests.gateway.scripted import ScriptedTransport
 
@@ -48,14 +48,6 @@ async def controlling(hub: Hub, spoke: ScriptedTransport,
                       config: RunConfig | None = None) -> AsyncIterator[Running]:
     async for run in run_controller(hub, spoke, config):
         yield run
-
-
-async def until(what: str, check: Callable[[], object], within: float = 60) -> None:
-    for _ in range(int(within * 10)):
-        if check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not {what} after {within}s")
 
 
 def rack_appwrapper(name: str, *, pods: int, gpus: int = 8,
