@@ -50,13 +50,6 @@ def apiserver(art: Artifacts, *, port: int, etcd_port: int, prefix: str,
         "--disable-admission-plugins=ServiceAccount",
         "--enable-priority-and-fairness=false", "--profiling=false",
         "--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
-        # Beta and on since 1.34: every 5 to 7.5 minutes, per resource, the watch cache
-        # is checked against a full read of etcd, every object decoded (a CRD's through
-        # its schema). On a test bed that holds 10,000 AppWrappers, Jobs and pods, one
-        # check of the AppWrappers cost the hub 3.8 s of CPU plus as much again in Go's
-        # collector (29% and 27% of a 25 s profile): load by the clock, not by the work,
-        # that lands in a long benchmark window and never in a short one.
-        "--feature-gates=DetectCacheInconsistency=false",
         "--v=1",
     ]
 
