@@ -522,7 +522,8 @@ def plot(f: dict[str, Any], roof: float, path: Path) -> None:
     depth = [f["appwrappers"] - sum(1 for t in timeline if t < e) for e in edges]
     fig, axes = plt.subplots(4, 1, figsize=(9, 9), sharex=True)
     axes[0].step(edges[:-1], rates, where="post", label="mcad")
-    axes[0].axhline(roof, color="grey", linestyle="--", label="ceiling (same run)")
+    axes[0].axhline(roof, color="grey", linestyle="--",
+                    label="ceiling (same run: mean of before and after)")
     axes[0].set_ylabel("dispatched / s")
     axes[0].legend(loc="lower right")
     axes[1].plot(edges, depth)
