@@ -251,15 +251,11 @@ async def created_jobs(spokes: list[Connection], ns: str) -> dict[str, float]:
 async def created_if_all(spokes: list[Connection], ns: str,
                          wanted: set[str]) -> dict[str, float] | None:
     """``created_jobs`` once every wanted Job is there (mcad counts a dispatch when the
-    hub records it, a moment before it creates the Job)."""
+    hub records it, a moment before it creates the Job). Each call lists every Job, so
+    it is asked once a second, not at ``wait_until``'s default pace."""
     created = await created_jobs(spokes, ns)
     return created if wanted <= created.keys() else None
 
-
-def dispatches(metrics_text: str) -> int:
-    """AppWrappers mcad has dispatched so far, over every cluster."""
-    return int(sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
-                   if line.startswith("mcad_dispatches_total{")))
 
 
 @dataclass
@@ -339,10 +335,9 @@ def highest_bucket(buckets: list[tuple[float, float]]) -> float:
 
 
 def sample_value(metrics_text: str, name: str) -> float:
-    for line in metrics_text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    """Sample ``name`` on a /metrics page, summed over its label sets (0 when absent)."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+               if line.startswith((name + " ", name + "{")))
 
 
 PROBE_EVERY_S = 3.0
@@ -395,11 +390,12 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
 
     async def drained() -> bool:
         nonlocal done, last_report
-        done = dispatches(await asyncio.to_thread(mcad.metrics))
+        done = int(sample_value(await asyncio.to_thread(mcad.metrics),
+                                "mcad_dispatches_total"))
         if time.monotonic() - last_report > 15:
             rss = samples.rss_mb[-1][1] if samples.rss_mb else 0
-            say(f"mcad: {min(done, count)}/{count} dispatched, {time.monotonic() - ready:.0f}s "
-                f"since ready, RSS {rss:.0f} MB")
+            say(f"mcad: {done} dispatched (probes included) of {count} queued, "
+                f"{time.monotonic() - ready:.0f}s since ready, RSS {rss:.0f} MB")
             last_report = time.monotonic()
         return done >= count + len(probes) and probes.keys() <= seen.jobs.keys()
 
@@ -412,7 +408,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         metrics_text = mcad.metrics()
         wanted = set(names)
         created = await wait_until(lambda: created_if_all(spokes, ns, wanted), within=60,
-                                   what="every dispatched Job to be listed")
+                                   what="every dispatched Job to be listed", interval=1)
         assert created is not None
     finally:
         profiled = finish_profile(profiler)
