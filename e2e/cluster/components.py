@@ -50,8 +50,27 @@ def apiserver(art: Artifacts, *, port: int, etcd_port: int, prefix: str,
         "--disable-admission-plugins=ServiceAccount",
         "--enable-priority-and-fairness=false", "--profiling=false",
         "--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
+        *_aggregation(creds),
         "--v=1",
     ]
+
+
+def _aggregation(creds: Credentials) -> list[str]:
+    """The aggregation layer's flags, as kubeadm sets them: the API server proxies an
+    APIService's requests with the front-proxy client certificate and the caller in
+    X-Remote-* headers, and publishes the CA and header names in
+    kube-system/extension-apiserver-authentication for the aggregated server to check."""
+    if creds.front_proxy_ca is None or creds.front_proxy_cert is None \
+            or creds.front_proxy_key is None:
+        return []
+    return [f"--requestheader-client-ca-file={creds.front_proxy_ca}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-uid-headers=X-Remote-Uid",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={creds.front_proxy_cert}",
+            f"--proxy-client-key-file={creds.front_proxy_key}"]
 
 
 def controller_manager(art: Artifacts, *, kubeconfig: Path, creds: Credentials) -> list[str]:
