@@ -15,32 +15,33 @@ writing YAML; this is mcad's::
 or Deployment exactly as ``mcad wrap`` does (its demand read from its pod templates).
 Every method is synchronous: the client runs its own event loop in a thread of its own,
 so it works the same in a script and in a notebook (whose cell already runs a loop).
-Position, reason and estimated start come from the leading controller, found as
-``mcad queue`` finds it (the Lease on the hub), or at ``controller=URL``. Errors are
-``McadError`` with a sentence.
+Position, reason and estimated start come from the visibility API, asked through the
+hub as ``mcad queue`` asks it (``mcad.visibility.client``): with your credentials, so
+you see what your role lets you see. Errors are ``McadError`` with a sentence.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import threading
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import yaml
 
-from mcad.cli.queue import LEASE, NoAnswer, _ask_through_hub, _ask_url, parse_moment
+from mcad.cli.queue import parse_moment
 from mcad.cli.wrap import CannotWrap, wrap
 from mcad.core.wrapping import APPWRAPPER_API_VERSION
 from mcad.gateway import verbs
 from mcad.gateway.connection import Connection, connect, default_kubeconfig_path
 from mcad.gateway.errors import AlreadyExists, ApiError, GatewayError, NotFound
 from mcad.gateway.refs import APPWRAPPERS
+from mcad.visibility import client as visibility
+from mcad.visibility.client import NoAnswer
 
 __all__ = ["AppWrapperStatus", "Client", "McadError", "QueuePosition"]
 T = TypeVar("T")
@@ -90,12 +91,9 @@ class Client:
     """Submit, follow and delete AppWrappers on the hub (see the module docstring)."""
 
     def __init__(self, kubeconfig: str | Path | None = None, *, context: str | None = None,
-                 controller: str | None = None, controller_namespace: str = "mcad-system",
                  namespace: str = "default", progress: IO[str] | None = None) -> None:
         self.kubeconfig = Path(kubeconfig) if kubeconfig else default_kubeconfig_path()
         self.context = context
-        self.controller = controller
-        self.controller_namespace = controller_namespace
         self.namespace = namespace
         self.progress = progress if progress is not None else sys.stderr
         self._loop = asyncio.new_event_loop()
@@ -151,9 +149,10 @@ class Client:
         """Where it waits in the leader's queue; None when it is not queued (dispatched,
         finished, or not seen yet)."""
         ns = namespace or self.namespace
-        answer = self._ask("GET", "/queue", {"namespace": ns})
+        answer = self._ask(lambda: visibility.pending_path(ns), kind="PendingAppWrapperList",
+                           what=f"list the queue of namespace {ns}")
         for item in answer.get("items") or []:
-            if item.get("name") == name:
+            if (item.get("metadata") or {}).get("name") == name:
                 return QueuePosition(int(item["position"]), str(item.get("reason", "")),
                                      str(item.get("message", "")),
                                      item.get("estimatedStart"))
@@ -250,16 +249,15 @@ class Client:
         hub = await self._connection()
         await verbs.delete(hub, APPWRAPPERS, name, namespace=namespace)
 
-    def _ask(self, method: str, path: str, params: dict[str, str]) -> dict[str, Any]:
+    def _ask(self, path: Callable[[], str], *, kind: str, what: str) -> dict[str, Any]:
+        async def ask() -> dict[str, Any]:
+            where = path()
+            return await visibility.ask(await self._connection(), "GET", where, kind=kind,
+                                        what=what)
         try:
-            if self.controller:
-                return _ask_url(self.controller, method, path, params, None)
-            args = argparse.Namespace(hub_kubeconfig=self.kubeconfig, context=self.context,
-                                      controller_namespace=self.controller_namespace)
-            return self._run(_ask_through_hub(args, method, path, params, None))
+            return self._run(ask())
         except NoAnswer as error:
-            raise McadError(f"the controller did not answer (Lease "
-                            f"{self.controller_namespace}/{LEASE}): {error}") from None
+            raise McadError(str(error)) from None
 
     def _line(self, current: AppWrapperStatus) -> str:
         where = f"{current.namespace}/{current.name}"

@@ -1,15 +1,14 @@
 """``mcad queue`` and ``mcad explain``: where an AppWrapper stands and why it waits.
 
-Both ask the leading controller (``mcad.visibility``), which answers from its last
-dispatch cycle, so what they print is what the dispatcher decided, never a second
-opinion. The controller is reached at ``--controller URL`` (or $MCAD_CONTROLLER), e.g.
-after ``kubectl port-forward``; without it, the leader Lease on the hub says where the
-leader answers: a URL when it runs outside the hub (``mcad run`` on a laptop or a
-machine of its own), or its pod, reached through the API server's pod proxy
-(``pods/proxy`` get in the controller's namespace is the right that needs).
+Both ask the visibility API (``mcad.visibility``) through the hub's API server, with the
+user's own kubeconfig: the API server authenticates the user, RBAC decides what they
+may see (their role's ``list pendingappwrappers`` in a namespace, which the manifests
+add to ``view``, ``edit`` and ``admin``), and the leading controller answers from its
+last dispatch cycle, so what they print is what the dispatcher decided, never a second
+opinion. Nothing here needs the leader's address.
 
-Exit status: 0 answered, 1 the controller could not answer (the sentence says why),
-2 the command line is wrong.
+Exit status: 0 answered, 1 the hub or the controller could not answer or refused (the
+sentence says why), 2 the command line is wrong.
 """
 
 from __future__ import annotations
@@ -17,12 +16,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -30,16 +25,11 @@ from typing import IO, Any
 import yaml
 
 from mcad.cli.cluster import age, columns
-from mcad.controller.leader import CONTROLLER_POD_ANNOTATION, CONTROLLER_URL_ANNOTATION
-from mcad.gateway.connection import connect, default_kubeconfig_path
-from mcad.gateway.errors import ApiError, GatewayError
+from mcad.visibility import client as visibility
+from mcad.visibility.client import NoAnswer
 
-LEASE = "mcad"
-METRICS_PORT = 8080
-
-
-class NoAnswer(Exception):
-    """The controller could not be asked or did not answer; the message says why."""
+GONE_FLAG = ("--controller is gone: mcad queue and mcad explain ask the hub's API server "
+             "(the visibility API) with your kubeconfig; drop the flag")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -50,9 +40,10 @@ def add_parser(subparsers: Any) -> None:
     scope = queue.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", default="default", help="namespace (default: "
                        "default)")
-    scope.add_argument("-A", "--all-namespaces", action="store_true")
+    scope.add_argument("-A", "--all-namespaces", action="store_true",
+                       help="every namespace (needs the right to list them all)")
     queue.add_argument("-o", "--output", choices=("wide", "json"), default=None)
-    _controller_flags(queue)
+    _hub_flags(queue)
     queue.set_defaults(command=run_queue)
 
     explain = subparsers.add_parser(
@@ -61,37 +52,39 @@ def add_parser(subparsers: Any) -> None:
                     "applies them, and say why each cluster does not take it now. With -f, "
                     "a dry run for an AppWrapper not yet submitted.")
     explain.add_argument("name", nargs="?", help="the AppWrapper (omit with -f)")
-    explain.add_argument("-n", "--namespace", default="default")
+    explain.add_argument("-n", "--namespace", default=None,
+                         help="namespace (default: the manifest's with -f, else default)")
     explain.add_argument("-f", "--filename", type=Path,
                          help="an AppWrapper manifest to try without submitting it")
     explain.add_argument("-o", "--output", choices=("json",), default=None)
-    _controller_flags(explain)
+    _hub_flags(explain)
     explain.set_defaults(command=run_explain)
 
 
-def _controller_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--controller", default=os.environ.get("MCAD_CONTROLLER"),
-                        help="URL of the controller's metrics address (default: "
-                             "$MCAD_CONTROLLER, else the leader's pod through the hub)")
+def _hub_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hub-kubeconfig", "--kubeconfig", type=Path, default=None,
                         dest="hub_kubeconfig", metavar="FILE",
-                        help="kubeconfig of the hub (default: $KUBECONFIG, else "
+                        help="kubeconfig of the hub, as you (default: $KUBECONFIG, else "
                              "~/.kube/config); --kubeconfig as kubectl spells it, so "
                              "`kubectl mcad queue --kubeconfig F` means what it says")
     parser.add_argument("--context", default=None,
                         help="the kubeconfig context of the hub (default: its current one)")
-    parser.add_argument("--controller-namespace", default="mcad-system",
-                        help="namespace of the controller and its Lease (default: "
-                             "mcad-system)")
+    parser.add_argument("--controller", default=None, help=argparse.SUPPRESS)
 
 
 # -- mcad queue ---------------------------------------------------------------------------
 
 def run_queue(args: argparse.Namespace, *, out: IO[str] | None = None,
               err: IO[str] | None = None, now: datetime | None = None) -> int:
-    params = {} if args.all_namespaces else {"namespace": args.namespace}
+    if args.controller:
+        print(f"mcad queue: {GONE_FLAG}", file=err or sys.stderr)
+        return 2
+    namespace = None if args.all_namespaces else args.namespace
+    what = "list the queue of every namespace" if namespace is None \
+        else f"list the queue of namespace {namespace}"
     try:
-        answer = ask(args, "GET", "/queue", params)
+        answer = asyncio.run(_ask(args, "GET", lambda: visibility.pending_path(namespace),
+                                  kind="PendingAppWrapperList", what=what))
     except NoAnswer as problem:
         print(f"mcad queue: {problem}", file=err or sys.stderr)
         return 1
@@ -111,7 +104,8 @@ def queue_table(items: list[dict[str, Any]], *, wide: bool, now: datetime) -> st
             "ESTIMATED START", "REASON"] + (["MESSAGE"] if wide else [])
     rows = [head]
     for item in items:
-        rows.append([str(item["position"]), item["namespace"], item["name"],
+        meta = item.get("metadata") or {}
+        rows.append([str(item["position"]), meta.get("namespace", ""), meta.get("name", ""),
                      str(item["priority"]), ",".join(item.get("quota") or []) or "-",
                      item["demand"], age(item.get("waitingSince"), now=now),
                      estimated(item.get("estimatedStart"), now=now), item["reason"]]
@@ -157,16 +151,28 @@ def run_explain(args: argparse.Namespace, *, out: IO[str] | None = None,
         print("mcad explain: give an AppWrapper's name, or -f FILE for a dry run, not both",
               file=err or sys.stderr)
         return 2
+    if args.controller:
+        print(f"mcad explain: {GONE_FLAG}", file=err or sys.stderr)
+        return 2
+    namespace = args.namespace or "default"
     try:
         if args.filename:
             try:
                 body = yaml.safe_load(args.filename.read_text())
             except (OSError, yaml.YAMLError) as problem:
                 raise NoAnswer(f"cannot read {args.filename}: {problem}") from None
-            answer = ask(args, "POST", "/explain", {"namespace": args.namespace}, body=body)
+            given = (body.get("metadata") or {}).get("namespace") \
+                if isinstance(body, dict) and isinstance(body.get("metadata"), dict) else None
+            namespace = args.namespace or given or "default"
+            answer = asyncio.run(_ask(args, "POST",
+                                      lambda: visibility.explanation_path(namespace),
+                                      kind="Explanation", body=body,
+                                      what=f"try an AppWrapper in namespace {namespace}"))
         else:
-            answer = ask(args, "GET", "/explain",
-                         {"namespace": args.namespace, "name": args.name})
+            answer = asyncio.run(_ask(
+                args, "GET", lambda: visibility.explanation_path(namespace, args.name),
+                kind="Explanation",
+                what=f"see AppWrapper {args.name} of namespace {namespace}"))
     except NoAnswer as problem:
         print(f"mcad explain: {problem}", file=err or sys.stderr)
         return 1
@@ -193,119 +199,31 @@ def explanation_text(answer: dict[str, Any]) -> str:
                          f"{c['detail']}")
             lines += [f"  {''.ljust(width)}    {'fits' if d['ok'] else 'no  '}  "
                       f"{d['domain']}: {d['detail']}" for d in c.get("domains") or ()]
-    ahead = answer.get("ahead") or []
-    if ahead:
+    ahead, others = answer.get("ahead") or [], int(answer.get("aheadOthers") or 0)
+    if ahead or others:
         shown = ", ".join(ahead[:10]) + (f" and {len(ahead) - 10} more" if len(ahead) > 10
                                          else "")
-        lines.append(f"Ahead of it ({len(ahead)}): {shown}")
+        if others:
+            shown += (", and " if shown else "") + \
+                f"{others} of other namespaces"
+        lines.append(f"Ahead of it ({len(ahead) + others}): {shown}")
     if answer.get("outcome") not in ("Running", "Dispatched"):
-        start = answer.get("estimated_start")
-        lines.append(f"Estimated start: {start} ({answer['estimate_basis']})" if start
-                     else f"Estimated start: {answer.get('estimate_basis') or 'unknown'}")
+        start = answer.get("estimatedStart")
+        lines.append(f"Estimated start: {start} ({answer['estimateBasis']})" if start
+                     else f"Estimated start: {answer.get('estimateBasis') or 'unknown'}")
     lines.append(f"(as of the dispatch cycle at {answer.get('cycle', '?')})")
     return "\n".join(lines)
 
 
-# -- asking the controller ----------------------------------------------------------------
+# -- asking the hub -------------------------------------------------------------------------
 
-def ask(args: argparse.Namespace, method: str, path: str, params: dict[str, str], *,
-        body: Any = None) -> dict[str, Any]:
-    """The controller's JSON answer, or ``NoAnswer`` with a sentence."""
-    if args.controller:
-        return _ask_url(args.controller, method, path, params, body)
-    return asyncio.run(_ask_through_hub(args, method, path, params, body))
-
-
-def _ask_url(base: str, method: str, path: str, params: dict[str, str],
-             body: Any, *, hint: str = "is `kubectl port-forward` running, or is "
-                                       "--controller right?") -> dict[str, Any]:
-    url = base.rstrip("/") + path + ("?" + urllib.parse.urlencode(params) if params else "")
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+async def _ask(args: argparse.Namespace, method: str, path: Callable[[], str], *, kind: str,
+               what: str, body: Any = None) -> dict[str, Any]:
+    """The visibility API's answer, as the user of ``--kubeconfig``; ``path`` is made
+    first (it checks the names), so a bad name is refused before anything is sent."""
+    where = path()
+    hub = await visibility.open_hub(args.hub_kubeconfig, args.context)
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            answer: dict[str, Any] = json.loads(response.read())
-            return answer
-    except urllib.error.HTTPError as error:
-        raise NoAnswer(_refusal(error.code, error.read())) from None
-    except (urllib.error.URLError, OSError) as error:
-        raise NoAnswer(f"cannot reach the controller at {base} ({error}); {hint}") from None
-
-
-async def _ask_through_hub(args: argparse.Namespace, method: str, path: str,
-                           params: dict[str, str], body: Any) -> dict[str, Any]:
-    kubeconfig = args.hub_kubeconfig or default_kubeconfig_path()
-    try:
-        hub = await connect(kubeconfig, name="hub", context=args.context)
-    except GatewayError as error:
-        raise NoAnswer(f"the hub kubeconfig {kubeconfig} cannot be used: {error}") from None
-    namespace = args.controller_namespace
-    try:
-        try:
-            lease = await hub.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/"
-                                             f"{namespace}/leases/{LEASE}")
-        except ApiError as error:
-            raise NoAnswer(f"cannot read the leader Lease {namespace}/{LEASE} on the hub "
-                           f"({error.message}); is mcad installed, or use --controller") from None
-        holder = (lease.get("spec") or {}).get("holderIdentity")
-        if not holder:
-            raise NoAnswer(f"no controller holds the Lease {namespace}/{LEASE}: none is "
-                           "running")
-        where = leader_address(holder, (lease.get("metadata") or {}).get("annotations") or {})
-        if isinstance(where, LeaderUrl):
-            hint = (f"the leader published that address on the Lease {namespace}/{LEASE}; "
-                    "if this machine cannot reach it, pass --controller with one it can")
-            return await asyncio.to_thread(_ask_url, where.url, method, path, params, body,
-                                           hint=hint)
-        proxy = f"/api/v1/namespaces/{namespace}/pods/{where.pod}:{where.port}/proxy{path}"
-        try:
-            return await hub.request(method, proxy, params=params, body=body, attempts=1)
-        except ApiError as error:
-            if error.status == 404 and where.guessed:
-                raise NoAnswer(
-                    f"the leader {holder} does not run in a pod on the hub and publishes no "
-                    "address on its Lease: pass --controller "
-                    "http://HOST:PORT, the address of its --metrics-address, or set "
-                    "$MCAD_CONTROLLER") from None
-            raise NoAnswer(_refusal(error.status, json.dumps(error.body).encode())) from None
+        return await visibility.ask(hub, method, where, kind=kind, what=what, body=body)
     finally:
         await hub.close()
-
-
-@dataclass(frozen=True)
-class LeaderUrl:
-    """The leader runs outside the hub and answers at this URL."""
-
-    url: str
-
-
-@dataclass(frozen=True)
-class LeaderPod:
-    """The leader runs in this pod of the controller's namespace; reached by pod proxy."""
-
-    pod: str
-    port: int
-    guessed: bool = False
-    """True when the Lease says nothing and the pod is read from the holder's identity."""
-
-
-def leader_address(holder: str, annotations: dict[str, str]) -> LeaderUrl | LeaderPod:
-    """Where the leader answers, from what it wrote on its Lease (``mcad run`` writes a
-    URL when it runs outside the hub, its pod and port inside). A Lease without either
-    was written by an older mcad: the holder identity is ``<pod>_<random>``."""
-    url = annotations.get(CONTROLLER_URL_ANNOTATION)
-    if url:
-        return LeaderUrl(url)
-    pod, _, port = (annotations.get(CONTROLLER_POD_ANNOTATION) or "").rpartition(":")
-    if pod and port.isdigit():
-        return LeaderPod(pod, int(port))
-    return LeaderPod(holder.rpartition("_")[0] or holder, METRICS_PORT, guessed=True)
-
-
-def _refusal(status: int, raw: bytes) -> str:
-    try:
-        message = str(json.loads(raw).get("message") or "")
-    except (ValueError, AttributeError):
-        message = raw.decode(errors="replace").strip()
-    return f"the controller answered {status}: {message or 'no reason given'}"

@@ -1,10 +1,13 @@
 """``mcad run``: the controller process.
 
 Connects to the hub (a kubeconfig, or the pod's service account inside a cluster),
-serves /metrics, /healthz and /readyz, campaigns for the leader Lease (unless
-``--leader-elect=false``) and runs the controller while it leads, until SIGINT or
-SIGTERM; then it stops every task, gives the Lease up so a standby takes over at once,
-and closes every connection.
+serves /metrics (to callers RBAC allows ``get /metrics``), /healthz and /readyz,
+campaigns for the leader Lease (unless ``--leader-elect=false``) and runs the controller
+while it leads, until SIGINT or SIGTERM; then it stops every task, gives the Lease up so
+a standby takes over at once, and closes every connection. With ``--webhook-address``
+it also serves, over TLS, the admission webhook and the visibility API
+(``mcad.visibility``: the queue, explanations, dry runs and the web view, reached
+through the hub's API server).
 
 Exit status: 0 after a signal; 1 for bad input (an unreadable kubeconfig, an invalid
 config file, an address in use), with one sentence; 70 for a bug in mcad, with the real
@@ -18,24 +21,17 @@ import asyncio
 import logging
 import os
 import signal
-import socket
 import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from mcad import visibility, webui
+from mcad.access import Reviews
 from mcad.config import ConfigError, RunConfig, load_run_config
 from mcad.controller import heap
 from mcad.controller.estimator import Plan
-from mcad.controller.leader import (
-    CONTROLLER_POD_ANNOTATION,
-    CONTROLLER_URL_ANNOTATION,
-    LeaderElector,
-    Timings,
-    default_identity,
-)
+from mcad.controller.leader import LeaderElector, Timings, default_identity
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.runner import Controller
 from mcad.core.capacity import AppWrapperKey
@@ -48,7 +44,11 @@ from mcad.gateway.connection import (
     in_cluster,
 )
 from mcad.gateway.errors import BadKubeconfig
-from mcad.server import ListenError, bound_port, start_server
+from mcad.server import ListenError, bound_port, is_loopback, start_server, token_guard
+from mcad.visibility import api as visibility
+from mcad.visibility.scope import Scopes
+from mcad.webhook.apiservice import SERVICE as VISIBILITY_SERVICE
+from mcad.webhook.apiservice import VisibilityRegistration
 from mcad.webhook.certmanager import CertManager, Registration
 from mcad.webhook.server import PATH as WEBHOOK_PATH
 from mcad.webhook.server import WebhookServer
@@ -80,19 +80,35 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--config", type=Path, default=None, help="policy file (YAML)")
     parser.add_argument("--metrics-address", default="127.0.0.1:8080",
                         help="host:port serving /metrics, /healthz and /readyz")
+    parser.add_argument("--metrics-auth", type=_flag, default=True, metavar="true|false",
+                        help="serve /metrics only to bearer tokens of users allowed `get` "
+                             "on /metrics (TokenReview and SubjectAccessReview on the hub); "
+                             "false is allowed on a loopback address only, for local use "
+                             "(default: true)")
     parser.add_argument("--health-address", default=None,
                         help="a separate host:port for /healthz and /readyz")
     parser.add_argument("--leader-elect", type=_flag, default=True, metavar="true|false",
                         help="campaign for the Lease 'mcad' and dispatch only while holding "
                              "it (default: true)")
     parser.add_argument("--webhook-address", default=None, metavar="HOST:PORT",
-                        help="serve the AppWrapper admission webhook (TLS) on this address")
+                        help="serve, over TLS on this address, the AppWrapper admission "
+                             "webhook and the visibility API (reached through the hub's "
+                             "API server)")
     parser.add_argument("--webhook-url", default=None, metavar="URL",
                         help="the URL the API server calls the webhook at: mcad creates and "
-                             "updates the ValidatingWebhookConfiguration 'mcad' with it")
+                             "updates the ValidatingWebhookConfiguration 'mcad' with it, "
+                             "and registers the visibility API at the same address")
     parser.add_argument("--webhook-service", default=None, metavar="NAMESPACE/NAME",
                         help="the Service the manifests' ValidatingWebhookConfiguration "
                              "names: mcad keeps its caBundle current")
+    parser.add_argument("--visibility-url", default=None, metavar="URL",
+                        help="register the visibility API (APIService "
+                             "v1alpha1.visibility.codeflare.dev) at this https://HOST:PORT "
+                             "alone, without the admission webhook")
+    parser.add_argument("--visibility-service", default=None, metavar="NAMESPACE/NAME",
+                        help="the Service the manifests' APIService names: mcad keeps its "
+                             "caBundle current and, in a pod ($POD_IP), points its "
+                             "EndpointSlice at the leader")
     parser.add_argument("--webhook-host", action="append", default=[], metavar="NAME",
                         help="another DNS name or IP the serving certificate must carry")
     parser.add_argument("--local", action="store_true",
@@ -141,19 +157,46 @@ def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
     return out
 
 
-def _registration(args: argparse.Namespace) -> Registration | None:
-    """How the API server reaches the webhook, from the flags (None: not mcad's job)."""
-    service = None
-    if args.webhook_service:
-        namespace, sep, name = str(args.webhook_service).partition("/")
-        if not sep or not namespace or not name:
-            raise ListenError(f"--webhook-service {args.webhook_service!r} is not "
-                              "NAMESPACE/NAME, e.g. mcad-system/mcad-webhook")
-        service = (namespace, name)
-    if not args.webhook_url and service is None:
+def _service(flag: str, value: str | None, example: str) -> tuple[str, str] | None:
+    if not value:
         return None
+    namespace, sep, name = value.partition("/")
+    if not sep or not namespace or not name:
+        raise ListenError(f"{flag} {value!r} is not NAMESPACE/NAME, e.g. {example}")
+    return namespace, name
+
+
+def _registration(args: argparse.Namespace, config: RunConfig) -> Registration | None:
+    """How the API server reaches the webhook and the visibility API, from the flags
+    (None: not mcad's job)."""
+    service = _service("--webhook-service", args.webhook_service, "mcad-system/mcad-webhook")
     url = webhook_url(args.webhook_url) if args.webhook_url else ""
-    return Registration(url=url, service=service, extra_hosts=tuple(args.webhook_host))
+    visibility_service = _service("--visibility-service", args.visibility_service,
+                                  "mcad-system/mcad-visibility")
+    found: VisibilityRegistration | None = None
+    if args.visibility_url or url:
+        base = https_base("--visibility-url", args.visibility_url) if args.visibility_url \
+            else https_base("--webhook-url", url)
+        found = VisibilityRegistration(
+            visibility_service or (config.namespace, VISIBILITY_SERVICE), url=base)
+    elif visibility_service is not None:
+        found = VisibilityRegistration(visibility_service)
+    if found is not None and not args.webhook_address:
+        raise ListenError("the visibility API is served on --webhook-address: give one "
+                          "(e.g. :9443, or 127.0.0.1:9443 outside a cluster)")
+    if not url and service is None and found is None:
+        return None
+    return Registration(url=url, service=service, extra_hosts=tuple(args.webhook_host),
+                        visibility=found)
+
+
+def https_base(flag: str, given: str) -> str:
+    """``https://HOST:PORT`` from a URL the API server is to call (its path aside)."""
+    parsed = urlparse(given)
+    if parsed.scheme != "https" or not parsed.hostname:
+        raise ListenError(f"{flag} {given!r} is not an https:// URL")
+    host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
+    return f"https://{host}:{parsed.port or 443}"
 
 
 def webhook_url(given: str) -> str:
@@ -181,24 +224,6 @@ def webhook_url(given: str) -> str:
                       "or the URL without a path")
 
 
-def lease_annotations(metrics_address: str, port: int, pod: str | None) -> dict[str, str]:
-    """How ``mcad queue`` / ``explain`` reach this replica when it leads, for the Lease.
-
-    In a pod on the hub (``POD_NAME`` set by the manifests) the CLI goes through the
-    API server's pod proxy, so the pod and port are enough; outside the hub (the
-    README's "nothing installed on the hub" path) the pod proxy cannot reach it, so the
-    URL of the visibility endpoints is published instead.
-    """
-    if pod:
-        return {CONTROLLER_POD_ANNOTATION: f"{pod}:{port}"}
-    host = metrics_address.rpartition(":")[0].strip("[]")
-    if host in ("", "0.0.0.0", "::"):
-        host = socket.getfqdn()
-    if ":" in host:
-        host = f"[{host}]"
-    return {CONTROLLER_URL_ANNOTATION: f"http://{host}:{port}"}
-
-
 async def _connect_hub(kubeconfig: Path | None, name: str) -> Connection:
     if kubeconfig is None:
         return connect_in_cluster(name=name)
@@ -221,9 +246,12 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
                             renewer=lambda: _connect_hub(kubeconfig, "hub-lease"),
                             ) if lease_hub is not None else None
     current: list[Controller] = []
-    registration = _registration(args)
-    webhook = WebhookServer(hub=hub, config=config, address=args.webhook_address) \
-        if args.webhook_address else None
+    registration = _registration(args, config)
+    if not args.metrics_auth and not is_loopback(args.metrics_address):
+        raise ListenError(f"--metrics-auth=false serves /metrics to anyone who reaches "
+                          f"{args.metrics_address}: allowed on a loopback address only "
+                          "(127.0.0.1:PORT)")
+    reviews = Reviews(hub)
 
     def readiness() -> tuple[bool, str]:
         if webhook is not None and not webhook.serving.is_set():
@@ -241,7 +269,9 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
     async def lead() -> None:
         extra = [("webhook certificates", CertManager(
             hub=hub, namespace=config.namespace, registration=registration,
-            issued=webhook.reload_soon if webhook else lambda: None).run)] \
+            issued=webhook.reload_soon if webhook else lambda: None,
+            pod_ip=os.environ.get("POD_IP") or None,
+            port=lambda: webhook.port if webhook else 0).run)] \
             if registration is not None else []
         controller = Controller(hub=hub, config=config, local=args.local,
                                 workers=config.workers,
@@ -274,20 +304,24 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
             return None, "no estimate: the controller is not running"
         return await current[0].estimator.dry_run(snapshot, result, candidate)
 
+    webhook: WebhookServer | None = None
+    if args.webhook_address:
+        api = visibility.application(
+            last=last_cycle, plan=plan, config=config, conditions=conditions,
+            dry_plan=dry_plan, scopes=Scopes(reviews),
+            front_proxy=lambda: webhook.front_proxy if webhook is not None else None)
+        webhook = WebhookServer(hub=hub, config=config, address=args.webhook_address,
+                                mounted=[("/apis", api)])
+
+    guard = token_guard(reviews) if args.metrics_auth else None
     runners = []
     try:
         runners.append(await start_server(args.metrics_address, ready=readiness,
-                                          extra=[*visibility.routes(last_cycle, config, plan,
-                                                                   dry_plan),
-                                                 *webui.routes(last_cycle, plan,
-                                                               conditions)]))
+                                          guard=guard))
         if args.health_address:
-            runners.append(await start_server(args.health_address, ready=readiness))
+            runners.append(await start_server(args.health_address, ready=readiness,
+                                              guard=guard))
         log.info("serving metrics on port %d", bound_port(runners[0]))
-        if elector is not None:
-            elector.annotations = lease_annotations(args.metrics_address,
-                                                    bound_port(runners[0]),
-                                                    os.environ.get("POD_NAME"))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

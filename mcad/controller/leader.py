@@ -53,10 +53,6 @@ from mcad.gateway.refs import LEASES
 log = logging.getLogger(__name__)
 LEASE_NAME = "mcad"
 LEASE_REQUEST_TIMEOUT_S = 5.0
-CONTROLLER_URL_ANNOTATION = "workload.codeflare.dev/controller-url"
-"""On the Lease: the leader's /queue and /explain address when it runs outside the hub."""
-CONTROLLER_POD_ANNOTATION = "workload.codeflare.dev/controller-pod"
-"""On the Lease: ``POD:PORT`` of the leader when it runs in a pod on the hub."""
 
 
 @dataclass(frozen=True)
@@ -99,9 +95,6 @@ class LeaderElector:
         self.leading = False
         self.holder = ""
         """Who holds the Lease, as last seen."""
-        self.annotations: dict[str, str] = {}
-        """Written on the Lease with every renewal: how ``mcad queue`` reaches this
-        replica when it leads (set once its address is bound, before ``run``)."""
         self._renewed_at = float("-inf")
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = float("-inf")
@@ -278,8 +271,6 @@ class LeaderElector:
         return {
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.name, "namespace": self.namespace,
-                         **({"annotations": dict(self.annotations)} if self.annotations
-                            else {}),
                          **({"resourceVersion": meta["resourceVersion"]}
                             if meta.get("resourceVersion") else {})},
             "spec": {"holderIdentity": self.identity,

@@ -49,6 +49,14 @@ SECRETS = ResourceRef("v1", "Secret", "secrets", namespaced=True)
 EVENTS = ResourceRef("v1", "Event", "events", namespaced=True)
 SUBJECTACCESSREVIEWS = ResourceRef("authorization.k8s.io/v1", "SubjectAccessReview",
                                    "subjectaccessreviews", namespaced=False)
+TOKENREVIEWS = ResourceRef("authentication.k8s.io/v1", "TokenReview", "tokenreviews",
+                           namespaced=False)
+CONFIGMAPS = ResourceRef("v1", "ConfigMap", "configmaps", namespaced=True)
+SERVICES = ResourceRef("v1", "Service", "services", namespaced=True)
+ENDPOINTSLICES = ResourceRef("discovery.k8s.io/v1", "EndpointSlice", "endpointslices",
+                             namespaced=True)
+APISERVICES = ResourceRef("apiregistration.k8s.io/v1", "APIService", "apiservices",
+                          namespaced=False)
 VALIDATING_WEBHOOKS = ResourceRef("admissionregistration.k8s.io/v1",
                                   "ValidatingWebhookConfiguration",
                                   "validatingwebhookconfigurations", namespaced=False)

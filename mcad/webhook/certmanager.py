@@ -10,7 +10,9 @@ hour, that:
 - the ValidatingWebhookConfiguration ``mcad`` trusts that CA (its ``caBundle``). With
   ``--webhook-url`` mcad creates or updates the whole configuration, pointing at that
   URL; with ``--webhook-service`` (the manifests) the configuration is the manifests'
-  and only its caBundle is written.
+  and only its caBundle is written;
+- the visibility API's APIService trusts it too, and reaches the leader
+  (``mcad.webhook.apiservice``).
 
 Writes are conditional on the resourceVersion read (a Conflict is simply retried on the
 next round) and go through the leader's write fence.
@@ -30,6 +32,8 @@ from mcad.controller.clock import utcnow
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import Conflict, NotFound
+from mcad.webhook import apiservice
+from mcad.webhook.apiservice import VisibilityRegistration
 from mcad.webhook.certs import CertBundle, issue
 from mcad.webhook.server import PATH, SECRET, secret_body
 
@@ -45,18 +49,27 @@ class Registration:
     url: str = ""
     service: tuple[str, str] | None = None
     extra_hosts: tuple[str, ...] = ()
+    visibility: VisibilityRegistration | None = None
+    """The aggregated visibility API, when this replica serves it."""
 
     def hosts(self) -> list[str]:
         names: list[str] = []
-        if self.url:
-            host = urlparse(self.url).hostname
-            if host:
+        for url in (self.url, self.visibility.url if self.visibility else ""):
+            host = urlparse(url).hostname if url else None
+            if host and host not in names:
                 names.append(host)
         if self.service:
             namespace, name = self.service
             names += [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local",
                       f"{name}.{namespace}", name]
+        if self.visibility is not None:
+            names += [h for h in self.visibility.hosts() if h not in names]
         return [*names, *(h for h in self.extra_hosts if h not in names)]
+
+    @property
+    def admission(self) -> bool:
+        """Whether the admission webhook is registered (by URL or Service)."""
+        return bool(self.url or self.service)
 
     def client_config(self, ca: bytes) -> dict[str, Any]:
         config: dict[str, Any] = {"caBundle": base64.b64encode(ca).decode()}
@@ -85,12 +98,17 @@ def configuration(registration: Registration, ca: bytes) -> dict[str, Any]:
 
 class CertManager:
     def __init__(self, *, hub: Connection, namespace: str, registration: Registration,
-                 issued: Callable[[], None] = lambda: None) -> None:
+                 issued: Callable[[], None] = lambda: None, pod_ip: str | None = None,
+                 port: Callable[[], int] = lambda: 0) -> None:
         self.hub = hub
         self.namespace = namespace
         self.registration = registration
         self.issued = issued
         """Told when a certificate was written (this process's server reads it at once)."""
+        self.pod_ip = pod_ip
+        """This replica's pod address (in a cluster): the visibility Service's endpoint."""
+        self.port = port
+        """The port this replica's TLS server listens on."""
 
     async def run(self) -> None:
         while True:
@@ -103,7 +121,11 @@ class CertManager:
 
     async def ensure(self) -> CertBundle:
         bundle = await self._ensure_secret()
-        await self._ensure_registration(bundle.ca_cert)
+        if self.registration.admission:
+            await self._ensure_registration(bundle.ca_cert)
+        if self.registration.visibility is not None:
+            await apiservice.ensure(self.hub, self.registration.visibility, bundle.ca_cert,
+                                    pod_ip=self.pod_ip, port=self.port())
         return bundle
 
     async def _ensure_secret(self) -> CertBundle:

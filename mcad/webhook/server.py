@@ -1,11 +1,18 @@
-"""The webhook's HTTPS server, run by every replica (leader or standby).
+"""The HTTPS server the hub's API server calls, run by every replica (leader or standby).
 
-It serves ``POST /validate-appwrapper`` (AdmissionReview v1) with the certificate kept
-in the Secret ``mcad-webhook-tls`` of mcad's namespace (``certmanager`` writes it on the
-leader; every replica reads it every few seconds and swaps it in without a restart, so
-a rotation never drops a request). Until a certificate exists it does not listen, and
-the API server's ``failurePolicy: Fail`` refuses AppWrappers with its own message
-rather than admitting them unchecked.
+It serves ``POST /validate-appwrapper`` (AdmissionReview v1) and, mounted beside it, the
+aggregated visibility API (``mcad.visibility.api``, under ``/apis``), with the
+certificate kept in the Secret ``mcad-webhook-tls`` of mcad's namespace
+(``certmanager`` writes it on the leader; every replica reads it every few seconds and
+swaps it in without a restart, so a rotation never drops a request). Until a
+certificate exists it does not listen, and the API server's ``failurePolicy: Fail``
+refuses AppWrappers with its own message rather than admitting them unchecked.
+
+For the aggregated API the server asks for a client certificate (optional: the
+admission webhook's caller sends none) and trusts the hub's request-header CA, read
+with the certificate from ``kube-system/extension-apiserver-authentication``
+(``front_proxy``); the visibility routes then refuse any request whose certificate is
+not the front proxy's.
 
 Each wrapped object costs one SubjectAccessReview on the hub (a query, not a write, so
 a standby may make it). When the hub cannot answer one, the AppWrapper is refused with a
@@ -19,10 +26,12 @@ import base64
 import contextlib
 import logging
 import ssl
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
 
+from mcad.access import FrontProxy, load_front_proxy
 from mcad.config import RunConfig
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
@@ -48,17 +57,26 @@ REVIEW_TIMEOUT_S = 5.0
 
 
 class WebhookServer:
-    def __init__(self, *, hub: Connection, config: RunConfig, address: str) -> None:
+    def __init__(self, *, hub: Connection, config: RunConfig, address: str,
+                 mounted: Sequence[tuple[str, web.Application]] = ()) -> None:
         self.hub = hub
         self.config = config
         self.address = address
+        self.mounted = tuple(mounted)
+        """Applications served beside the webhook, by path prefix (the visibility API)."""
         self.discovery = Discovery(hub)
         self.ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
         self.port = 0
         self._loaded: bytes | None = None
+        self.front_proxy: FrontProxy | None = None
+        """The hub's request-header settings, once read (the mounted API checks them)."""
+        self._trusted: set[bytes] = set()
+        self._front_proxy_problem = ""
         self.serving = asyncio.Event()
         self._poke = asyncio.Event()
+        if self.mounted:
+            self.ssl.verify_mode = ssl.CERT_OPTIONAL
 
     def reload_soon(self) -> None:
         """The certificate was just (re)issued in this process: read it now."""
@@ -69,11 +87,15 @@ class WebhookServer:
         host, port = parse_address(self.address)
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_post(PATH, self._handle)
+        for prefix, mounted in self.mounted:
+            app.add_subapp(prefix, mounted)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         try:
             while True:
                 await self._reload()
+                if self.mounted:
+                    await self._reload_front_proxy()
                 if self._loaded is not None and not self.serving.is_set():
                     site = web.TCPSite(runner, host, port, ssl_context=self.ssl)
                     try:
@@ -114,6 +136,35 @@ class WebhookServer:
         self._loaded = cert + key
         log.info("loaded the webhook certificate from Secret %s/%s", self.config.namespace,
                  SECRET)
+
+    async def _reload_front_proxy(self) -> None:
+        """Read the hub's request-header CA and trust it for client certificates (a CA
+        once trusted stays loaded until a restart; ``FrontProxy.verify`` checks each
+        request against the current one)."""
+        try:
+            found = await load_front_proxy(self.hub)
+            problem = "" if found is not None else (
+                "the hub publishes no request-header CA (its API server runs without the "
+                "aggregation layer's flags): the visibility API answers nobody")
+        except ApiError as err:
+            found, problem = None, (f"cannot read the hub's request-header CA from "
+                                    f"kube-system/extension-apiserver-authentication "
+                                    f"({err.message}): the visibility API answers nobody "
+                                    "until it can")
+        if problem and problem != self._front_proxy_problem:
+            log.warning("%s", problem)
+        self._front_proxy_problem = problem
+        if found is None:
+            return
+        if found.ca_pem not in self._trusted:
+            try:
+                self.ssl.load_verify_locations(cadata=found.ca_pem.decode())
+            except (ssl.SSLError, ValueError) as err:
+                log.warning("the hub's request-header CA cannot be used: %s", err)
+                return
+            self._trusted.add(found.ca_pem)
+            log.info("trusting the hub's request-header CA for the visibility API")
+        self.front_proxy = found
 
     async def _handle(self, request: web.Request) -> web.Response:
         try:
