@@ -166,6 +166,14 @@ _leadership_lost = Counter(
 _events_dropped = Counter(
     "mcad_events_dropped_total", "Kubernetes Events not recorded because the sender's queue "
     "was full (the hub is slow to take them).", registry=REGISTRY)
+_history_bytes = Gauge(
+    "mcad_runtime_history_bytes", "Bytes of the run-time history as last written to "
+    "ConfigMap mcad-runtimes (trimmed to a budget of 921,600; a ConfigMap holds 1 MiB).",
+    registry=REGISTRY)
+_history_refused = Counter(
+    "mcad_runtime_history_refused_total", "Writes of the run-time history the hub refused "
+    "as too large or invalid (413, 422); the same history is not sent again.",
+    registry=REGISTRY)
 _queue_depth = Gauge(
     "mcad_workqueue_depth", "Keys waiting in a controller work queue.", ["queue"],
     registry=REGISTRY)
@@ -347,6 +355,16 @@ def count_leadership_lost() -> None:
 def count_event_dropped() -> None:
     """An Event was dropped: the event sender's queue was full."""
     _events_dropped.inc()
+
+
+def report_runtime_history(size: int) -> None:
+    """The run-time history was written: ``size`` bytes of it."""
+    _history_bytes.set(size)
+
+
+def count_runtime_history_refused() -> None:
+    """The hub refused a write of the run-time history (too large, or invalid)."""
+    _history_refused.inc()
 
 
 def report_queue_depth(queue: str, depth: int) -> None:

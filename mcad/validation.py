@@ -6,6 +6,12 @@ checked against the models the CRD is generated from, its demand is read as the
 dispatcher reads it (``mcad.core.demand``), and its wrapped objects are checked as they
 would be created (``mcad.core.wrapping``: allowed kinds, no cluster-scoped objects, no
 other namespace, no ServiceAccount-token Secrets unless allowed, no system namespace).
+
+One bound comes first: at most ``MAX_WRAPPED_ITEMS`` items. The webhook checks every
+item, builds every manifest and asks the hub about every wrapped kind before it answers
+(within the API server's 10 s); the API server takes bodies of 3 MiB, room for tens of
+thousands of small items, so without a bound one request could cost that much work for
+the webhook and the hub. No AppWrapper anyone runs comes near it.
 """
 
 from __future__ import annotations
@@ -27,6 +33,13 @@ from mcad.core.wrapping import (
     wrapped_objects,
 )
 
+MAX_WRAPPED_ITEMS = 100
+"""The most ``spec.resources.GenericItems`` one AppWrapper may have. A constant, not a
+setting: it bounds the admission webhook's work per request (a safety property, like the
+API server's own body limit, not a policy to tune), and ``mcad validate`` at a desk with
+no configuration must refuse exactly what the webhook refuses. Real AppWrappers wrap one
+to a dozen objects (a Job; a RayCluster and its Services; a JobSet and its ConfigMaps)."""
+
 
 @dataclass
 class AppWrapperCheck:
@@ -43,6 +56,10 @@ class AppWrapperCheck:
 def check_appwrapper(doc: Any, *, config: RunConfig, namespace: str = "") -> AppWrapperCheck:
     """Check an AppWrapper as submitted; ``namespace`` is where it is created."""
     out = AppWrapperCheck()
+    too_many = _too_many_items(doc)
+    if too_many is not None:  # before anything else: the bound is on this check's work too
+        out.problems.append(too_many)
+        return out
     parsed = parse_object(doc)
     out.problems.extend(parsed.problems)
     out.notes.extend(parsed.notes)
@@ -75,3 +92,16 @@ def check_appwrapper(doc: Any, *, config: RunConfig, namespace: str = "") -> App
     else:
         out.objects = planned
     return out
+
+
+def _too_many_items(doc: Any) -> str | None:
+    """The sentence refusing an AppWrapper of more than ``MAX_WRAPPED_ITEMS`` items (None:
+    not more, or not shaped so that it could be counted: the model check says why)."""
+    spec = doc.get("spec") if isinstance(doc, Mapping) else None
+    resources = spec.get("resources") if isinstance(spec, Mapping) else None
+    items = resources.get("GenericItems") if isinstance(resources, Mapping) else None
+    if not isinstance(items, list) or len(items) <= MAX_WRAPPED_ITEMS:
+        return None
+    return (f"spec.resources.GenericItems has {len(items)} items, more than the "
+            f"{MAX_WRAPPED_ITEMS} one AppWrapper may wrap: split the work into several "
+            "AppWrappers")

@@ -13,6 +13,15 @@ that one); where it is missing and mcad may create it (a test bed), it does.
 
 Completions recorded before the stored history is read are kept and added to it, so
 the first seconds of a term lose nothing.
+
+A ConfigMap holds 1 MiB, and the history at its count bounds with long names takes more
+(issue 32). So what is written is the history trimmed to ``HISTORY_BUDGET_BYTES``
+(``RuntimeHistory.within``: the namespace holding the most bytes loses its oldest runs
+first), in a worker thread (at 20,000 runs the trim takes a fifth of a second), and the
+book keeps the trimmed history, so its estimates are the ones the next leader will make.
+Should the hub refuse a write anyway (413 or 422: a smaller limit, a policy), that is
+logged once and counted (``mcad_runtime_history_refused_total``), and that same body is
+not sent again: only a changed history is.
 """
 
 from __future__ import annotations
@@ -23,8 +32,10 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+from mcad import metrics
 from mcad.controller.records import AppWrapperRecord
 from mcad.core.runtimes import (
+    HISTORY_BUDGET_BYTES,
     MalformedHistory,
     RuntimeEstimate,
     RuntimeHistory,
@@ -41,6 +52,9 @@ CONFIGMAPS = ResourceRef("v1", "ConfigMap", "configmaps", namespaced=True)
 NAME = "mcad-runtimes"
 KEY = "history.json"
 SAVE_EVERY_S = 10.0
+REFUSED = (413, 422)
+"""What the API server answers to a ConfigMap over its limit (422 Invalid: "Too long"),
+or to a request body over its own (413)."""
 
 
 class RuntimeBook:
@@ -58,6 +72,10 @@ class RuntimeBook:
         self._dirty = False
         self._stored: dict[str, Any] | None = None
         """The ConfigMap as last read or written (its resourceVersion fences writes)."""
+        self._refused: str | None = None
+        """The last history the hub refused (413/422), never sent again; None once a
+        write is taken."""
+        self._trim_said = False
 
     # -- what the controller tells it and asks ---------------------------------------------
     def completed(self, rec: AppWrapperRecord, now: datetime) -> None:
@@ -126,11 +144,25 @@ class RuntimeBook:
                  self.namespace, NAME)
 
     async def save(self) -> None:
-        """Write the history; on a conflict read the ConfigMap's version and try again
-        at the next round (this leader's history is the newer: it read the stored one
-        when it started)."""
-        data = {KEY: json.dumps(self.history.to_dict(), separators=(",", ":"))}
+        """Write the history, trimmed to its budget; on a conflict read the ConfigMap's
+        version and try again at the next round (this leader's history is the newer: it
+        read the stored one when it started)."""
+        history = self.history
+        trimmed, text = await asyncio.to_thread(_fitted, history)
         self._dirty = False
+        if self.history is not history:
+            self._dirty = True  # a run came in meanwhile: the next round writes it
+        elif trimmed is not history:
+            self.history = trimmed
+            self.version += 1
+            if not self._trim_said:
+                self._trim_said = True
+                log.info("the runtime history reached its budget of %d bytes; from now on "
+                         "the namespaces holding the most bytes lose their oldest runs",
+                         HISTORY_BUDGET_BYTES)
+        if text == self._refused:
+            return
+        data = {KEY: text}
         try:
             if self._stored is None:
                 self._stored = await verbs.create(self.hub, CONFIGMAPS, {
@@ -149,7 +181,31 @@ class RuntimeBook:
             except ApiError as err:
                 log.warning("the runtime history could not be read back: %s", err)
         except ApiError as err:
+            if err.status in REFUSED:
+                self._refuse(text, err)
+                return
             self._dirty = True
             log.warning("the runtime history could not be written to ConfigMap %s/%s: %s",
                         self.namespace, NAME, err)
+        else:
+            self._refused = None
+            metrics.report_runtime_history(len(text))
 
+    def _refuse(self, text: str, err: ApiError) -> None:
+        """The hub will not take ``text``: say so once, and never send it again (the next
+        history that differs is sent)."""
+        metrics.count_runtime_history_refused()
+        if self._refused is None:
+            log.warning("the hub refused the runtime history (%d bytes) for ConfigMap %s/%s: "
+                        "%s; it is not sent again until it changes, and estimates go on "
+                        "from the history in memory", len(text), self.namespace, NAME, err)
+        else:
+            log.debug("the hub refused the runtime history again (%d bytes): %s",
+                      len(text), err)
+        self._refused = text
+
+
+def _fitted(history: RuntimeHistory) -> tuple[RuntimeHistory, str]:
+    """``history`` within its budget, and its encoded form (run in a worker thread)."""
+    trimmed = history.within(HISTORY_BUDGET_BYTES)
+    return trimmed, trimmed.encode()

@@ -19,17 +19,23 @@ a day does not move it, where it would drag a mean). ``RuntimePolicy.quantile`` 
 for a higher quantile where lateness costs more than earliness (a backfill that must
 not delay the head of the line).
 
-The history is a frozen value (``record`` returns a new one), bounded so that it fits
-in one ConfigMap on the hub (1 MiB): at most ``runs_per_family`` runs per family (the
-oldest dropped: code and data change, recent runs say more), ``families_per_namespace``
-families per namespace and ``namespaces`` namespaces (the one whose last run is oldest
-dropped). With the defaults that is at most 10 x 50 x 40 = 20,000 runs, about 600 KB of
-JSON. ``to_dict``/``from_dict`` give that plain form; what reads and writes the ConfigMap
-is the controller's business, not this module's.
+The history is a frozen value (``record`` returns a new one), bounded in count: at most
+``runs_per_family`` runs per family (the oldest dropped: code and data change, recent
+runs say more), ``families_per_namespace`` families per namespace and ``namespaces``
+namespaces (the one whose last run is oldest dropped). With the defaults that is at most
+10 x 50 x 40 = 20,000 runs; with long names (a family is an AppWrapper's name, up to 253
+characters) their JSON reaches about 1.4 MiB, more than the one ConfigMap on the hub that
+keeps it may hold (1 MiB). So the history is also bounded in bytes: ``within`` trims it
+to a budget (``HISTORY_BUDGET_BYTES`` of ``encode()``) by a rule that keeps one team's
+flood from pushing out another team's runs (see ``within``). ``to_dict``/``from_dict``
+give the plain form; what reads and writes the ConfigMap is the controller's business,
+not this module's.
 """
 
 from __future__ import annotations
 
+import heapq
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +57,12 @@ GENERATED_ALPHABET = frozenset("bcdfghjklmnpqrstvwxz2456789")
 _DIGITS = re.compile(r"[0-9]+")
 _T = TypeVar("_T")
 FORMAT_VERSION = 1
+HISTORY_BUDGET_BYTES = 900 * 1024
+"""The most the encoded history may take: 921,600 bytes of ``encode()``. A ConfigMap's
+data (keys and values together) may hold 1 MiB, 1,048,576 bytes, and the API server
+refuses more (422); the budget keeps 124 KiB under that, for the key and for a later
+format that says a little more per run, and the whole object far under etcd's 1.5 MiB
+request limit. Only a history near the count bounds with long names reaches it."""
 
 
 def family_of(name: str, labels: Mapping[str, str] | None = None) -> str:
@@ -220,9 +232,50 @@ class RuntimeHistory:
                 "runsPerFamily": self.runs_per_family,
                 "familiesPerNamespace": self.families_per_namespace,
                 "namespaces": self.namespaces,
-                "runs": {ns: {fam: [[r.seconds, r.finished_at.isoformat()] for r in runs]
+                "runs": {ns: {fam: [_plain(r) for r in runs]
                               for fam, runs in families.items()}
                          for ns, families in self.runs.items()}}
+
+    def encode(self) -> str:
+        """``to_dict`` as compact JSON: what the ConfigMap keeps and what the budget
+        measures (ASCII, so one byte a character)."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    def within(self, budget: int = HISTORY_BUDGET_BYTES) -> RuntimeHistory:
+        """This history trimmed until ``encode()`` takes at most ``budget`` bytes (itself
+        when it fits; empty when not even an empty one would), one run at a time:
+
+        1. from the namespace that holds the most bytes (its entry in ``runs``: its name,
+           its families and their runs; ties: the name that sorts first);
+        2. of its runs, the oldest that is not its family's newest; once every family
+           there is down to its newest run, the family whose newest run is oldest (and
+           the namespace with its last family).
+
+        So a namespace loses a run only while no other holds more bytes than it does: no
+        namespace can evict another's runs (a family's last run or any other) while it
+        itself holds more than that namespace; one that floods the history trims itself
+        down to the others' size first, and a namespace holding at most an even share
+        (the budget divided by the number of namespaces, less the history's few bytes of
+        framing) loses nothing. Inside a namespace a family keeps its newest run, the
+        estimate of its own, as long as any family there has an older run to give.
+        """
+        size = len(self.encode())
+        if size <= budget:
+            return self
+        framing = len(replace(self, runs={}).encode())
+        trims = {ns: _NamespaceTrim(ns, families) for ns, families in self.runs.items()}
+        heap = [(-t.size, ns) for ns, t in trims.items()]
+        heapq.heapify(heap)
+        size = framing + sum(t.size for t in trims.values()) + max(len(trims) - 1, 0)
+        while size > budget and heap:
+            _, ns = heapq.heappop(heap)
+            trim = trims[ns]
+            size -= trim.drop_one()
+            if trim.families:
+                heapq.heappush(heap, (-trim.size, ns))
+            else:
+                size -= trim.size + (1 if heap else 0)
+        return replace(self, runs={ns: t.kept() for ns, t in trims.items() if t.families})
 
     @classmethod
     def from_dict(cls, data: object) -> RuntimeHistory:
@@ -310,3 +363,63 @@ def _newest(items: dict[str, _T], limit: int,
         return items
     keep = set(sorted(items, key=lambda k: (last(items[k]), k), reverse=True)[:limit])
     return {k: v for k, v in items.items() if k in keep}
+
+
+class _NamespaceTrim:
+    """One namespace of a history being trimmed (``RuntimeHistory.within``): its runs in
+    the order the rule takes them, and the bytes of its entry as they go."""
+
+    def __init__(self, namespace: str, families: Families) -> None:
+        self.families: dict[str, int] = {f: len(runs) for f, runs in families.items()}
+        """Family -> how many of its runs are kept (the newest ones)."""
+        self._original = families
+        self._run_bytes = {f: [len(_encoded(_plain(r))) for r in runs]
+                           for f, runs in families.items()}
+        self._family_bytes = {f: _entry_bytes(f, self._run_bytes[f]) for f in families}
+        self.size = _entry_bytes(namespace, list(self._family_bytes.values()))
+        """The bytes of ``"namespace":{...}`` in the encoded history."""
+        older = sorted((runs[i].finished_at, f, i) for f, runs in families.items()
+                       for i in range(len(runs) - 1))
+        newest = sorted((runs[-1].finished_at, f) for f, runs in families.items() if runs)
+        self._order = [f for f, runs in families.items() if not runs] + \
+            [f for _, f, _ in older] + [f for _, f in newest]
+        """The family that loses its oldest kept run, step by step."""
+        self._step = 0
+
+    def drop_one(self) -> int:
+        """Drop the next run by the rule; the bytes that took in this namespace's entry
+        (and in the history's). The caller drops the entry when no family is left."""
+        if not self.families:
+            return 0
+        family = self._order[self._step]
+        self._step += 1
+        kept = self.families[family]
+        first = len(self._original[family]) - kept
+        if kept > 1:
+            freed = self._run_bytes[family][first] + 1  # the run and its comma
+            self._family_bytes[family] -= freed
+            self.families[family] = kept - 1
+        else:
+            freed = self._family_bytes.pop(family) + (1 if len(self.families) > 1 else 0)
+            del self.families[family]
+        if self.families:
+            self.size -= freed
+            return freed
+        return 0  # the whole entry goes: the caller takes its size away
+
+    def kept(self) -> dict[str, tuple[Run, ...]]:
+        return {f: runs[len(runs) - self.families[f]:]
+                for f, runs in self._original.items() if f in self.families}
+
+
+def _plain(run: Run) -> list[Any]:
+    return [run.seconds, run.finished_at.isoformat()]
+
+
+def _encoded(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _entry_bytes(name: str, parts: Sequence[int]) -> int:
+    """The bytes of ``"name":{...}`` or ``"name":[...]`` around parts of these sizes."""
+    return len(_encoded(name)) + 1 + 2 + sum(parts) + max(len(parts) - 1, 0)

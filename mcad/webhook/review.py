@@ -6,7 +6,8 @@ validate`` says it) or the access checks still to make: for each wrapped object,
 the requester (user, groups, uid, extra) *create* objects of its kind in the
 AppWrapper's namespace? An AppWrapper makes mcad create its objects with mcad's own
 rights, so without these checks it would be a way around RBAC. The server asks the hub
-(SubjectAccessReview) and ``decide`` turns the answers into the response.
+(SubjectAccessReview), once per kind (``kinds_to_review``), and ``decide`` turns the
+answers into the response, naming every object whose kind was denied (``denials``).
 
 On UPDATE, nothing is checked when the spec did not change: mcad's own writes
 (finalizers) and deletions must never be refused for rights the requester never
@@ -22,6 +23,14 @@ from typing import Any
 from mcad.config import RunConfig
 from mcad.validation import check_appwrapper
 
+REVIEWS_AT_ONCE = 8
+"""SubjectAccessReviews one AdmissionReview has in flight at once: a few kinds are
+checked in about the time of one, and one request never opens more than this many
+against the hub."""
+
+KindKey = tuple[str, str]
+"""(apiVersion, kind): what one SubjectAccessReview answers for."""
+
 
 @dataclass(frozen=True)
 class AccessCheck:
@@ -31,6 +40,10 @@ class AccessCheck:
     kind: str
     name: str
     describe: str
+
+    @property
+    def kind_key(self) -> KindKey:
+        return self.api_version, self.kind
 
     @property
     def group(self) -> str:
@@ -74,20 +87,43 @@ def plan_review(review: Mapping[str, Any], *, config: RunConfig) -> ReviewPlan:
     return plan
 
 
+def kinds_to_review(checks: Sequence[AccessCheck]) -> list[AccessCheck]:
+    """The first check of each kind, in order: one SubjectAccessReview answers for every
+    object of a kind, since it asks about the kind in the namespace and not about a name
+    (as the API server asks when the requester creates one: a create is authorized before
+    its object is known by name, so RBAC's ``resourceNames`` never grant one)."""
+    first: dict[KindKey, AccessCheck] = {}
+    for check in checks:
+        first.setdefault(check.kind_key, check)
+    return list(first.values())
+
+
 def access_review(check: AccessCheck, plural: str, plan: ReviewPlan) -> dict[str, Any]:
-    """The SubjectAccessReview asking whether the requester may create ``check``."""
+    """The SubjectAccessReview asking whether the requester may create objects of
+    ``check``'s kind in the AppWrapper's namespace."""
     user = plan.user
     spec: dict[str, Any] = {
         "user": user.get("username", ""), "groups": list(user.get("groups") or []),
         "resourceAttributes": {"namespace": plan.namespace, "verb": "create",
                                "group": check.group, "version": check.version,
-                               "resource": plural, "name": check.name}}
+                               "resource": plural}}
     if user.get("uid"):
         spec["uid"] = user["uid"]
     if user.get("extra"):
         spec["extra"] = {k: list(v) for k, v in dict(user["extra"]).items()}
     return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
             "spec": spec}
+
+
+def denials(plan: ReviewPlan, answers: Mapping[KindKey, tuple[str, bool]]) -> list[str]:
+    """A sentence for every wrapped object whose kind the requester may not create, in
+    the AppWrapper's order; ``answers``: kind -> (its resource name, allowed)."""
+    out = []
+    for check in plan.checks:
+        plural, allowed = answers[check.kind_key]
+        if not allowed:
+            out.append(denial(check, plural, plan))
+    return out
 
 
 def denial(check: AccessCheck, plural: str, plan: ReviewPlan) -> str:

@@ -14,9 +14,11 @@ with the certificate from ``kube-system/extension-apiserver-authentication``
 (``front_proxy``); the visibility routes then refuse any request whose certificate is
 not the front proxy's.
 
-Each wrapped object costs one SubjectAccessReview on the hub (a query, not a write, so
-a standby may make it). When the hub cannot answer one, the AppWrapper is refused with a
-sentence saying so: an unchecked AppWrapper is never admitted.
+Each wrapped kind costs one SubjectAccessReview on the hub (a query, not a write, so a
+standby may make it), at most ``REVIEWS_AT_ONCE`` in flight; an AppWrapper has at most
+``MAX_WRAPPED_ITEMS`` items, so the work of one request is bounded. When the hub cannot
+answer one, the AppWrapper is refused with a sentence saying so (the reviews still in
+flight are cancelled): an unchecked AppWrapper is never admitted.
 """
 
 from __future__ import annotations
@@ -40,10 +42,14 @@ from mcad.gateway.kubeconfig import load_cert_chain
 from mcad.gateway.refs import Discovery
 from mcad.server import ListenError, parse_address
 from mcad.webhook.review import (
+    REVIEWS_AT_ONCE,
     AccessCheck,
+    KindKey,
+    ReviewPlan,
     access_review,
     decide,
-    denial,
+    denials,
+    kinds_to_review,
     plan_review,
     plural_of,
     response,
@@ -173,27 +179,57 @@ class WebhookServer:
             return web.json_response(response("", allowed=False, code=400,
                                               message="the request is not an AdmissionReview"))
         plan = plan_review(review, config=self.config)
-        denials: list[str] = []
-        for check in plan.checks:
-            plural = await self._plural(check)
-            try:
-                answer = await verbs.create(self.hub, refs.SUBJECTACCESSREVIEWS,
-                                            access_review(check, plural, plan), fenced=False,
-                                            timeout=REVIEW_TIMEOUT_S, attempts=2)
-            except ApiError as err:
-                return web.json_response(response(
-                    plan.uid, allowed=False, code=503,
-                    message=f"mcad could not check whether the requester may create "
-                            f"{check.describe} ({err.message}); try again"))
-            if not (answer.get("status") or {}).get("allowed"):
-                denials.append(denial(check, plural, plan))
-        return web.json_response(decide(plan, denials))
+        try:
+            answers = await self._review_kinds(plan)
+        except _Unchecked as failed:
+            return web.json_response(response(
+                plan.uid, allowed=False, code=503,
+                message=f"mcad could not check whether the requester may create "
+                        f"{failed.check.describe} ({failed.error.message}); try again"))
+        return web.json_response(decide(plan, denials(plan, answers)))
+
+    async def _review_kinds(self, plan: ReviewPlan) -> dict[KindKey, tuple[str, bool]]:
+        """Ask the hub about each wrapped kind, ``REVIEWS_AT_ONCE`` at a time: kind ->
+        (its resource name, allowed). The first review that fails cancels the others and
+        raises ``_Unchecked`` (of the failures, the one of the earliest object)."""
+        room = asyncio.Semaphore(REVIEWS_AT_ONCE)
+        answers: dict[KindKey, tuple[str, bool]] = {}
+
+        async def review(check: AccessCheck) -> None:
+            async with room:
+                plural = await self._plural(check)
+                try:
+                    answer = await verbs.create(
+                        self.hub, refs.SUBJECTACCESSREVIEWS, access_review(check, plural, plan),
+                        fenced=False, timeout=REVIEW_TIMEOUT_S, attempts=2)
+                except ApiError as err:
+                    raise _Unchecked(check, err) from err
+            answers[check.kind_key] = (plural, bool((answer.get("status") or {}).get("allowed")))
+
+        kinds = kinds_to_review(plan.checks)
+        try:
+            async with asyncio.TaskGroup() as group:
+                for check in kinds:
+                    group.create_task(review(check))
+        except* _Unchecked as failed:
+            unchecked = [e for e in failed.exceptions if isinstance(e, _Unchecked)]
+            raise min(unchecked, key=lambda e: kinds.index(e.check)) from None
+        return answers
 
     async def _plural(self, check: AccessCheck) -> str:
         try:
             return (await self.discovery.resource_for(check.api_version, check.kind)).plural
         except (UnknownKind, ApiError):
             return plural_of(check.kind)
+
+
+class _Unchecked(Exception):
+    """The hub could not answer the SubjectAccessReview for ``check``'s kind."""
+
+    def __init__(self, check: AccessCheck, error: ApiError) -> None:
+        super().__init__(check.describe)
+        self.check = check
+        self.error = error
 
 
 def _bound_port(runner: web.AppRunner) -> int | None:

@@ -3,7 +3,9 @@ estimator's plan and its error metric, and what ``mcad queue`` shows.
 
 The book reads the stored history once, keeps completions that come before it is read,
 writes the ConfigMap conditionally, takes a Conflict as "read again and write next
-round", and starts anew from a history it cannot read. The estimator plans from the
+round", and starts anew from a history it cannot read. What it writes is never over the
+history's budget (the issue's 1.4 MiB history is trimmed first), and a write the hub
+refuses is said once and not sent again. The estimator plans from the
 dispatcher's last cycle with run times from the book: a running AppWrapper with three
 past runs of its family is expected to end after their median, and the queued gang
 that waits for it is estimated to start then, with a sentence naming both.
@@ -26,11 +28,17 @@ from mcad.controller.runtimes import KEY, NAME, RuntimeBook
 from mcad.controller.state import ControllerState
 from mcad.core.capacity import AppWrapperKey
 from mcad.core.cycle import dispatch_cycle
-from mcad.core.runtimes import RuntimeBasis, RuntimeHistory, RuntimePolicy
+from mcad.core.runtimes import (
+    HISTORY_BUDGET_BYTES,
+    RuntimeBasis,
+    RuntimeHistory,
+    RuntimePolicy,
+)
 from mcad.core.snapshot import Snapshot
 from tests.builders.clusters import make_cluster
 from tests.builders.snapshots import make_entry, make_snapshot
 from tests.controller.seam import job_appwrapper
+from tests.core.test_runtime_budget import documented_bounds
 from tests.gateway.scripted import Request, ScriptedTransport, reply, status
 
 CM = f"/api/v1/namespaces/mcad-system/configmaps/{NAME}"
@@ -113,6 +121,57 @@ async def test_an_unreadable_history_is_started_anew(caplog: pytest.LogCaptureFi
     await book.load()
     assert book.history.runs == {} and book.loaded
     assert "cannot be read" in caplog.text and "version 99" in caplog.text
+
+
+async def test_the_save_path_never_sends_a_body_over_the_budget() -> None:
+    # The documented bounds with long names: about 1.4 MiB, which a ConfigMap refuses.
+    big = documented_bounds()
+    assert len(big.encode()) > 1024 * 1024
+    hub = ScriptedTransport()
+    hub.on("GET", CM, reply(200, stored(big)))
+    hub.on("PUT", CM, lambda r: reply(200, r.body))
+    book = book_on(hub)
+    await book.load()
+    version = book.version
+    book.completed(record("train-1", dispatched=T0), T0 + timedelta(seconds=60))
+    await book.save()
+    (put,) = hub.sent("PUT", CM)
+    text = put.body["data"][KEY]
+    assert len(text.encode()) <= HISTORY_BUDGET_BYTES
+    # What is kept in memory is what was written, the new run with it.
+    assert RuntimeHistory.from_dict(json.loads(text)) == book.history
+    assert book.history.runs["team-a"]["train"][-1].seconds == 60.0
+    assert book.version > version + 1  # the trim moved expected run times: say so
+    assert metrics.REGISTRY.get_sample_value("mcad_runtime_history_bytes") == len(text)
+
+
+async def test_a_refused_write_is_said_once_and_the_same_body_never_sent_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    hub = ScriptedTransport()
+    hub.on("GET", CM, reply(200, stored(RuntimeHistory())))
+    hub.on("PUT", CM, status(422, "Invalid", "ConfigMap \"mcad-runtimes\" is invalid: "
+                                             "[]: Too long: must have at most 1048576 bytes"))
+    book = book_on(hub)
+    await book.load()
+    refused = metrics.REGISTRY.get_sample_value("mcad_runtime_history_refused_total") or 0
+    book.completed(record("train-1", dispatched=T0), T0 + timedelta(seconds=60))
+    for _ in range(3):  # rounds of the save loop, with nothing new
+        if book._dirty:
+            await book.save()
+    book._dirty = True  # as a late report of a run already dropped would
+    await book.save()   # the same body: not sent
+    assert len(hub.sent("PUT", CM)) == 1
+    # A changed history is sent, and a second refusal is not said again.
+    book.completed(record("train-2", dispatched=T0), T0 + timedelta(seconds=90))
+    await book.save()
+    assert len(hub.sent("PUT", CM)) == 2
+    warnings = [r for r in caplog.records if "refused the runtime history" in r.getMessage()
+                and r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "Too long" in warnings[0].getMessage()
+    assert metrics.REGISTRY.get_sample_value(
+        "mcad_runtime_history_refused_total") == refused + 2
+    assert not book._dirty
 
 
 def test_what_a_run_is_expected_to_take() -> None:

@@ -1,21 +1,24 @@
 """Fuzzing the checks an AppWrapper goes through (``mcad validate``, the webhook): 1,000
 generated AppWrappers, valid and malformed (wrong types, huge numbers, deep nesting, odd
 Unicode, quantities at the edges). None crashes; each one is accepted or refused with
-sentences that say where the problem is."""
+sentences that say where the problem is. Drawn again with their items padded to around
+the cap of 100: over it, refused with its one sentence; at or under it, as before."""
 
 from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import yaml
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mcad.cli.validate import validate
 from mcad.config import RunConfig
-from mcad.validation import check_appwrapper
+from mcad.validation import MAX_WRAPPED_ITEMS, check_appwrapper
 from mcad.webhook.review import decide, plan_review
-from tests.builders.fuzz import appwrapper, names_a_field
+from tests.builders.fuzz import appwrapper, item, names_a_field
 
 CONFIG = RunConfig()
 
@@ -45,3 +48,29 @@ def test_mcad_validate_never_crashes_on_a_fuzzed_file(doc: dict) -> None:  # typ
     assert len(report.summaries) + len(report.problems) >= 1
     for problem in report.problems:
         assert problem.startswith("<stdin>") and problem.endswith("."), problem
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(appwrapper(), st.integers(MAX_WRAPPED_ITEMS - 2, MAX_WRAPPED_ITEMS + 2),
+       st.lists(item(), min_size=1, max_size=3))
+def test_appwrappers_near_the_cap_on_items(doc: dict[str, Any], count: int,
+                                           padding: list[dict[str, Any]]) -> None:
+    spec = doc.get("spec")
+    resources = spec.get("resources") if isinstance(spec, dict) else None
+    items = resources.get("GenericItems") if isinstance(resources, dict) else None
+    if isinstance(items, list):
+        while len(items) < count:
+            items.append(padding[len(items) % len(padding)])
+    checked = check_appwrapper(doc, config=CONFIG, namespace="team-a")
+    for problem in checked.problems:
+        assert problem and names_a_field(problem), problem
+    if isinstance(items, list) and len(items) > MAX_WRAPPED_ITEMS:
+        assert checked.problems == [
+            f"spec.resources.GenericItems has {len(items)} items, more than the "
+            f"{MAX_WRAPPED_ITEMS} one AppWrapper may wrap: split the work into several "
+            "AppWrappers"]
+    review = {"request": {"uid": "u", "operation": "CREATE", "namespace": "team-a",
+                          "userInfo": {"username": "alice"}, "object": doc}}
+    answer = decide(plan_review(review, config=CONFIG), [])["response"]
+    assert answer["allowed"] is (not checked.problems)
+    json.dumps(answer)

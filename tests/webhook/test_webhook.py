@@ -1,8 +1,10 @@
 """The admission webhook: the decision (invalid specs refused with mcad validate's
-sentences; one access check per wrapped object; unchanged specs on UPDATE pass without
-checks, so mcad's own finalizer writes are never refused), the certificates (issued for
-the names asked, kept while good, renewed when names change or expiry nears), and the
-server over TLS with a scripted hub answering its SubjectAccessReviews."""
+sentences; one access check per wrapped object, one SubjectAccessReview per kind; at most
+100 items, refused with the sentence ``mcad validate`` gives; unchanged specs on UPDATE
+pass without checks, so mcad's own finalizer writes are never refused), the certificates
+(issued for the names asked, kept while good, renewed when names change or expiry
+nears), and the server over TLS with a scripted hub answering its SubjectAccessReviews:
+one per kind, at most 8 in flight, every denied object named, a failure refused as 503."""
 
 from __future__ import annotations
 
@@ -10,18 +12,29 @@ import asyncio
 import base64
 import copy
 import datetime as dt
+import io
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 from cryptography import x509
 
+from mcad.cli.validate import validate
 from mcad.config import RunConfig
+from mcad.validation import MAX_WRAPPED_ITEMS, check_appwrapper
 from mcad.webhook import certs
 from mcad.webhook.certmanager import CertManager, Registration
-from mcad.webhook.review import AccessCheck, decide, plan_review, plural_of
+from mcad.webhook.review import (
+    REVIEWS_AT_ONCE,
+    AccessCheck,
+    decide,
+    kinds_to_review,
+    plan_review,
+    plural_of,
+)
 from mcad.webhook.server import PATH, SECRET, WebhookServer
 from tests.gateway.scripted import Request, ScriptedTransport, reply, status
 
@@ -121,6 +134,50 @@ def test_plurals_are_guessed_like_kubectl(kind: str, plural: str) -> None:
     assert plural_of(kind) == plural
 
 
+def config_maps(count: int) -> list[dict[str, Any]]:
+    return [{**CONFIG_MAP, "metadata": {"name": f"settings-{i}"}} for i in range(count)]
+
+
+def widgets(count: int) -> list[dict[str, Any]]:
+    """Items of ``count`` kinds (each declares no pods)."""
+    return [{"custompodresources": [{"replicas": 0, "requests": {}}],
+             "generictemplate": {"apiVersion": "example.com/v1", "kind": f"Widget{i}",
+                                 "metadata": {"name": f"w{i}"}}} for i in range(count)]
+
+
+TOO_MANY = (f"spec.resources.GenericItems has {MAX_WRAPPED_ITEMS + 1} items, more than "
+            f"the {MAX_WRAPPED_ITEMS} one AppWrapper may wrap: split the work into several "
+            "AppWrappers")
+
+
+def test_the_cap_on_items_is_100() -> None:
+    assert MAX_WRAPPED_ITEMS == 100
+    at_cap = appwrapper(JOB, *config_maps(MAX_WRAPPED_ITEMS - 1))
+    assert check_appwrapper(at_cap, config=RunConfig(), namespace="team-a").problems == []
+    over = appwrapper(JOB, *config_maps(MAX_WRAPPED_ITEMS))
+    assert check_appwrapper(over, config=RunConfig(), namespace="team-a").problems == \
+        [TOO_MANY]
+
+
+def test_mcad_validate_and_the_webhook_refuse_too_many_items_with_one_sentence() -> None:
+    over = appwrapper(JOB, *config_maps(MAX_WRAPPED_ITEMS))
+    plan = plan_review(admission(over), config=RunConfig())
+    assert plan.checks == []  # nothing to ask the hub
+    answer = decide(plan, [])["response"]
+    assert answer["allowed"] is False and answer["status"]["code"] == 422
+    assert answer["status"]["message"] == f"the AppWrapper is not valid: {TOO_MANY}."
+    report = validate(["-"], stdin=io.StringIO(yaml.safe_dump(over)), config=RunConfig())
+    assert report.problems == [f'<stdin>: AppWrapper "aw": {TOO_MANY}.']
+
+
+def test_objects_of_one_kind_are_one_review() -> None:
+    plan = plan_review(admission(appwrapper(JOB, *config_maps(MAX_WRAPPED_ITEMS - 1))),
+                       config=RunConfig())
+    assert len(plan.checks) == MAX_WRAPPED_ITEMS
+    assert [(c.kind, c.name) for c in kinds_to_review(plan.checks)] == [
+        ("Job", "train"), ("ConfigMap", "settings-0")]
+
+
 # -- certificates -----------------------------------------------------------------------
 
 def sans(cert: bytes) -> set[str]:
@@ -153,6 +210,8 @@ class Hub:
     def __init__(self, allowed: set[str]) -> None:
         self.transport = ScriptedTransport()
         self.allowed = allowed
+        self.failing: set[str] = set()
+        self.in_flight = self.peak = 0
         self.secret: dict[str, Any] | None = None
         base = "/api/v1/namespaces/mcad-system/secrets"
         self.transport.on("GET", f"{base}/{SECRET}", lambda _r: reply(200, self.secret)
@@ -173,12 +232,22 @@ class Hub:
         self.secret = request.body
         return reply(200, self.secret)
 
-    def _review(self, request: Request) -> Any:
+    async def _review(self, request: Request) -> Any:
         attributes = request.body["spec"]["resourceAttributes"]
         assert request.body["spec"]["user"] == "alice"
         assert request.body["spec"]["groups"] == ALICE["groups"]
         assert attributes["verb"] == "create" and attributes["namespace"] == "team-a"
-        return reply(201, {"status": {"allowed": attributes["resource"] in self.allowed}})
+        assert "name" not in attributes  # a create is authorized by kind, as the API server does
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            for _ in range(20):  # an answer that takes a while: let the others start
+                await asyncio.sleep(0)
+            if attributes["resource"] in self.failing:
+                return status(500, "InternalError", "etcd is away")
+            return reply(201, {"status": {"allowed": attributes["resource"] in self.allowed}})
+        finally:
+            self.in_flight -= 1
 
 
 @pytest.fixture
@@ -230,3 +299,50 @@ async def test_the_certificate_in_the_secret_carries_the_urls_host(
     assert hub.secret is not None
     cert = base64.b64decode(hub.secret["data"]["tls.crt"])
     assert "127.0.0.1" in sans(cert)
+
+
+async def test_every_object_of_a_denied_kind_is_named_after_one_review(
+        served: tuple[Hub, str, ssl.SSLContext]) -> None:
+    hub, url, trust = served
+    answer = await post(url, trust, admission(appwrapper(JOB, *config_maps(30))))
+    assert len(hub.transport.sent("POST", SAR)) == 2  # Job, ConfigMap: not 31
+    assert answer["allowed"] is False and answer["status"]["code"] == 403
+    message = answer["status"]["message"]
+    assert message.count("may not create configmaps in namespace team-a") == 30
+    assert message.startswith("GenericItems[1] ConfigMap/settings-0: alice may not create")
+    assert "GenericItems[30] ConfigMap/settings-29: alice" in message
+
+
+async def test_reviews_of_many_kinds_run_at_most_eight_at_once(
+        served: tuple[Hub, str, ssl.SSLContext]) -> None:
+    hub, url, trust = served
+    aw = appwrapper(JOB)
+    aw["spec"]["resources"]["GenericItems"] += widgets(20)
+    hub.allowed |= {f"widget{i}s" for i in range(20)}
+    answer = await post(url, trust, admission(aw))
+    assert answer == {"uid": "r-1", "allowed": True}
+    assert len(hub.transport.sent("POST", SAR)) == 21
+    assert hub.peak == REVIEWS_AT_ONCE == 8
+
+
+async def test_too_many_items_are_refused_before_any_review(
+        served: tuple[Hub, str, ssl.SSLContext]) -> None:
+    hub, url, trust = served
+    answer = await post(url, trust, admission(appwrapper(JOB, *config_maps(MAX_WRAPPED_ITEMS))))
+    assert answer["allowed"] is False and answer["status"]["code"] == 422
+    assert TOO_MANY in answer["status"]["message"]
+    assert hub.transport.sent("POST", SAR) == []
+
+
+async def test_a_review_the_hub_cannot_answer_refuses_the_appwrapper(
+        served: tuple[Hub, str, ssl.SSLContext]) -> None:
+    hub, url, trust = served
+    aw = appwrapper(JOB, CONFIG_MAP)
+    aw["spec"]["resources"]["GenericItems"] += widgets(12)
+    hub.failing = {"configmaps", "widget7s"}
+    answer = await post(url, trust, admission(aw))
+    assert answer["allowed"] is False and answer["status"]["code"] == 503
+    # Of the failures, the earliest object's is named.
+    assert answer["status"]["message"] == (
+        "mcad could not check whether the requester may create GenericItems[1] "
+        "ConfigMap/settings (etcd is away); try again")
