@@ -6,8 +6,11 @@ drive ``mcad run`` (``e2e/controller.py``) both need it; here neither imports th
 
 from __future__ import annotations
 
+import contextlib
+import re
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,3 +50,22 @@ def kubectl(path: Path, cluster: Cluster, *args: str, within: float = 60) -> str
         time.sleep(0.5)
     assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
     return proc.stdout
+
+
+@contextlib.contextmanager
+def kubectl_proxy(path: Path, kubeconfig: Path) -> Iterator[str]:
+    """``kubectl proxy`` as the user of ``kubeconfig``, on a free loopback port: the way a
+    person opens the web view (``/apis/visibility.codeflare.dev/v1alpha1/views/page``)
+    without handing a token to the browser. Yields its base URL."""
+    proc = subprocess.Popen([str(path), "--kubeconfig", str(kubeconfig), "proxy",
+                             "--port=0", "--address=127.0.0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert match, f"kubectl proxy said {line!r}"
+        yield f"http://127.0.0.1:{match.group(1)}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

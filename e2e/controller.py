@@ -34,7 +34,13 @@ NAMESPACE = "mcad-system"
 
 @dataclass
 class ControllerProcess:
-    """``mcad run`` as a subprocess: start, kill, restart, scrape."""
+    """``mcad run`` as a subprocess: start, kill, restart, scrape.
+
+    It serves its metrics on loopback without a token (``--metrics-auth=false``, so
+    tests can scrape them) and, unless its arguments say otherwise, the visibility API
+    on a TLS port of its own, registered with the hub (``--visibility-url``): ``mcad
+    queue`` and ``mcad explain`` reach it through the hub's API server, as a user's do.
+    """
 
     hub_kubeconfig: Path
     log_dir: Path
@@ -42,16 +48,26 @@ class ControllerProcess:
     name: str = "mcad-run"
     proc: subprocess.Popen[bytes] | None = None
     port: int = 0
+    tls_port: int = 0
+    """Where it serves the visibility API (0: not served)."""
     starts: int = 0
 
     def start(self, *, wait_ready: bool = True) -> None:
-        self.port = free_ports(1)[0]
+        self.port, tls = free_ports(2)
         self.starts += 1
         log = (self.log_dir / f"{self.name}-{self.starts}.log").open("wb")
+        own: list[str] = []
+        if "--metrics-auth" not in " ".join(self.extra_args):
+            own.append("--metrics-auth=false")
+        self.tls_port = 0
+        if "--webhook-address" not in self.extra_args:
+            self.tls_port = tls
+            own += ["--webhook-address", f"127.0.0.1:{tls}",
+                    "--visibility-url", f"https://127.0.0.1:{tls}"]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mcad.cli", "run", "--kubeconfig", str(self.hub_kubeconfig),
              "--metrics-address", f"127.0.0.1:{self.port}", "--log-level", "INFO",
-             *self.extra_args],
+             *own, *self.extra_args],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -30,8 +30,7 @@ def plain_job(name: str, gpus: int) -> dict[str, Any]:
 async def test_submit_wait_and_delete_from_python(
         mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str) -> None:
     progress = io.StringIO()
-    client = Client(mcad.hub_kubeconfig, controller=f"http://127.0.0.1:{mcad.port}",
-                    namespace=aw_namespace, progress=progress)
+    client = Client(mcad.hub_kubeconfig, namespace=aw_namespace, progress=progress)
     try:
         def run_it() -> tuple[str, str]:
             name = client.submit(plain_job("from-python", 4), priority=2)

@@ -71,30 +71,28 @@ async def test_a_queued_appwrapper_starts_when_its_estimate_said(
         await create_aw(hub, ns, whole_spoke("est-4"))
         await wait_state(hub, ns, "est-4", "Running", within=60)
         await create_aw(hub, ns, whole_spoke("est-5"))
-        controller = f"http://127.0.0.1:{own.port}"
+        as_admin = ("--kubeconfig", str(own.hub_kubeconfig))
 
         async def estimated() -> str | None:
-            code, out, err = await mcad_output("queue", "-n", ns, "-o", "json",
-                                       "--controller", controller)
+            code, out, err = await mcad_output("queue", "-n", ns, "-o", "json", *as_admin)
             assert code == 0, err
-            items = {i["name"]: i for i in json.loads(out)["items"]}
+            items = {i["metadata"]["name"]: i for i in json.loads(out)["items"]}
             return (items.get("est-5") or {}).get("estimatedStart")
 
         start = moment(await wait_until(estimated, within=30,
                                         what="an estimated start for est-5"))
-        code, text, err = await mcad_output("explain", "est-5", "-n", ns,
-                                            "--controller", controller)
+        code, text, err = await mcad_output("explain", "est-5", "-n", ns, *as_admin)
         assert code == 0, err
         assert f"after {ns}/est-4 ends" in text, text
         assert "from 3 past runs of its family" in text, text
         stated = re.search(r"give or take (\d+)s", text)
         assert stated is not None, text
-        code, table, _ = await mcad_output("queue", "-n", ns, "--controller", controller)
+        code, table, _ = await mcad_output("queue", "-n", ns, *as_admin)
         assert "ESTIMATED START" in table.splitlines()[0]
         manifest = tmp_path / "est-6.yaml"
         manifest.write_text(json.dumps(whole_spoke("est-6")))
         code, text, err = await mcad_output("explain", "-f", str(manifest), "-n", ns,
-                                    "--controller", controller)
+                                            *as_admin)
         assert code == 0, err
         assert f"after {ns}/est-5 ends" in text, text  # not submitted: behind est-5
 

@@ -1,6 +1,7 @@
 """See the queue on the real test bed: ``mcad queue`` lists waiting AppWrappers in the
 dispatcher's order, ``mcad explain`` names every spoke and why it says no (also for an
-AppWrapper not yet submitted), and QuotaSubtree status shows who uses the quota."""
+AppWrapper not yet submitted), both through the hub's API server (the visibility API),
+and QuotaSubtree status shows who uses the quota."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ async def test_queue_lists_the_waiting_in_order_and_explain_names_each_spoke(
         mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str,
         tmp_path: Path) -> None:
     hub, ns = clusters["hub"], aw_namespace
-    controller = f"http://127.0.0.1:{mcad.port}"
+    as_admin = ("--kubeconfig", str(mcad.hub_kubeconfig))
     fillers = [f"fill-{i}" for i in range(8)]  # both spokes: 4 nodes x 8 GPUs each
     for name in fillers:
         await create_aw(hub, ns, job_appwrapper(name, pods=1, gpus=8, runtime=None))
@@ -55,29 +56,23 @@ async def test_queue_lists_the_waiting_in_order_and_explain_names_each_spoke(
                                                 priority=priority))
 
     async def listed() -> list[dict[str, Any]] | None:
-        code, out, err = await cli("queue", "-n", ns, "-o", "json", "--controller", controller)
+        code, out, err = await cli("queue", "-n", ns, "-o", "json", *as_admin)
         assert code == 0, err
         items: list[dict[str, Any]] = json.loads(out)["items"]
         return items if len(items) == 3 else None
 
     items = await wait_until(listed, within=30, what="three AppWrappers in the queue")
-    assert [(i["position"], i["name"], i["priority"]) for i in items] == [
+    assert [(i["position"], i["metadata"]["name"], i["priority"]) for i in items] == [
         (1, "p9", 9), (2, "p5", 5), (3, "p1", 1)]
     assert {i["reason"] for i in items} == {"InsufficientCapacity"}
     assert {i["demand"] for i in items} == {"1x8 GPU"}
-    # Without --controller: the leader runs outside the hub (as the README's first way
-    # does), and the Lease it renews says at which URL it answers.
-    code, out, err = await cli("queue", "-n", ns, "-o", "json",
-                               "--hub-kubeconfig", str(mcad.hub_kubeconfig))
-    assert code == 0, err
-    assert [i["name"] for i in json.loads(out)["items"]] == ["p9", "p5", "p1"]
-    code, table, _ = await cli("queue", "-n", ns, "--controller", controller)
+    code, table, _ = await cli("queue", "-n", ns, *as_admin)
     assert code == 0
     lines = table.splitlines()
     assert lines[0].split()[:4] == ["POSITION", "NAMESPACE", "NAME", "PRIORITY"]
     assert [line.split()[2] for line in lines[1:]] == ["p9", "p5", "p1"]
 
-    code, text, err = await cli("explain", "p1", "-n", ns, "--controller", controller)
+    code, text, err = await cli("explain", "p1", "-n", ns, *as_admin)
     assert code == 0, err
     assert text.startswith(f"AppWrapper {ns}/p1: InsufficientCapacity, position 3")
     spokes = [line for line in text.splitlines() if line.strip().startswith("spoke-")]
@@ -93,8 +88,7 @@ async def test_queue_lists_the_waiting_in_order_and_explain_names_each_spoke(
     # The same question about one not submitted: nothing is created.
     manifest = tmp_path / "maybe.yaml"
     manifest.write_text(yaml.safe_dump(job_appwrapper("maybe", pods=1, gpus=8)))
-    code, text, err = await cli("explain", "-f", str(manifest), "-n", ns,
-                                "--controller", controller)
+    code, text, err = await cli("explain", "-f", str(manifest), "-n", ns, *as_admin)
     assert code == 0, err
     assert text.startswith(f"AppWrapper {ns}/maybe (dry run): InsufficientCapacity, "
                            "position 4")

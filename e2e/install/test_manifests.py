@@ -7,7 +7,6 @@ these machines, so the Deployment's command is run out of cluster with its ident
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,8 @@ from e2e.dispatch.conftest import (
     mcad_cli,
     wait_state,
 )
+from e2e.install.conftest import apply, can_i, service_account_kubeconfig
 from e2e.waiting import wait_until
-
-SA = "system:serviceaccount:mcad-system:mcad"
-SUBRESOURCES = {"status", "finalizers", "exec"}
 
 # (verb, resource, namespace or None for cluster-wide, allowed?)
 CAN_I = [
@@ -73,47 +70,20 @@ CAN_I = [
     ("update", "configmaps/mcad-config", "mcad-system", False),
     ("create", "configmaps", "mcad-system", False),
     ("update", "secrets/spoke-1-kubeconfig", "mcad-system", False),
+    # The visibility API and /metrics: who is calling, and where the leader answers.
+    ("create", "tokenreviews.authentication.k8s.io", None, True),
+    ("update", "apiservices.apiregistration.k8s.io/v1alpha1.visibility.codeflare.dev", None,
+     True),
+    ("update", "apiservices.apiregistration.k8s.io/v1beta1.metrics.k8s.io", None, False),
+    ("create", "apiservices.apiregistration.k8s.io", None, False),
+    ("get", "configmaps/extension-apiserver-authentication", "kube-system", True),
+    ("get", "configmaps/kubeadm-config", "kube-system", False),
+    ("create", "endpointslices.discovery.k8s.io", "mcad-system", True),
+    ("update", "endpointslices.discovery.k8s.io/mcad-visibility", "mcad-system", True),
+    ("update", "endpointslices.discovery.k8s.io/other", "mcad-system", False),
+    ("create", "endpointslices.discovery.k8s.io", "team-a", False),
+    ("create", "services", "mcad-system", False),
 ]
-
-
-def apply(kubectl_bin: Path, hub: Cluster, path: str) -> str:
-    """``kubectl apply -k`` of a kustomization, then the manifests' webhook put aside.
-
-    The test bed cannot route to Services (no kube-proxy): a webhook behind one would
-    refuse every AppWrapper. Tests that want the webhook point it at an mcad of their own
-    (e2e/security); the manifests' configuration is checked, then deleted.
-    """
-    out = kubectl(kubectl_bin, hub, "apply", "-k", str(REPO / path))
-    webhook = yaml.safe_load(kubectl(kubectl_bin, hub, "get", "validatingwebhookconfiguration",
-                                      "mcad", "-o", "yaml"))
-    assert webhook["webhooks"][0]["clientConfig"]["service"]["name"] == "mcad-webhook"
-    assert webhook["webhooks"][0]["failurePolicy"] == "Fail"
-    kubectl(kubectl_bin, hub, "delete", "validatingwebhookconfiguration", "mcad")
-    return out
-
-
-@pytest.fixture(scope="module")
-def installed(hub_crds: Cluster, kubectl_path: Path) -> Iterator[Cluster]:
-    out = apply(kubectl_path, hub_crds, "manifests")
-    assert "deployment.apps/mcad" in out and "clusterrole.rbac.authorization.k8s.io/mcad" in out
-    assert "validatingwebhookconfiguration.admissionregistration.k8s.io/mcad" in out
-    yield hub_crds
-
-
-def can_i(kubectl_bin: Path, hub: Cluster, verb: str, resource: str,
-          namespace: str | None) -> bool:
-    scope = ["-n", namespace] if namespace else ["--all-namespaces"]
-    resource, _, after = resource.partition("/")
-    if after in SUBRESOURCES:  # "pods/exec": a subresource; "secrets/x": the one named x
-        scope.append(f"--subresource={after}")
-    elif after:
-        resource = f"{resource}/{after}"
-    proc = subprocess.run([str(kubectl_bin), "--kubeconfig", str(hub.kubeconfig), "auth", "can-i",
-                           verb, resource, "--as", SA, *scope],
-                          capture_output=True, text=True, check=False, timeout=30)
-    answer = proc.stdout.strip()
-    assert answer in ("yes", "no"), proc.stderr
-    return answer == "yes"
 
 
 def test_the_manifests_install_what_the_issue_lists(installed: Cluster,
@@ -161,20 +131,6 @@ def test_the_service_account_may_do_exactly_what_mcad_needs(
         installed: Cluster, kubectl_path: Path, verb: str, resource: str,
         namespace: str | None, allowed: bool) -> None:
     assert can_i(kubectl_path, installed, verb, resource, namespace) is allowed
-
-
-def service_account_kubeconfig(cluster: Cluster, kubectl_bin: Path, path: Path) -> Path:
-    """A kubeconfig for ServiceAccount mcad-system/mcad of ``cluster``, with a fresh token."""
-    token = kubectl(kubectl_bin, cluster, "create", "token", "mcad", "-n", "mcad-system",
-                     "--duration=1h").strip()
-    admin: dict[str, Any] = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-    cluster = admin["clusters"][0]["cluster"]
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "mcad",
-        "clusters": [{"name": "hub", "cluster": cluster}],
-        "users": [{"name": "mcad", "user": {"token": token}}],
-        "contexts": [{"name": "mcad", "context": {"cluster": "hub", "user": "mcad"}}]}))
-    return path
 
 
 async def test_mcad_running_as_the_service_account_dispatches_to_a_spoke(

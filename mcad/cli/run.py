@@ -47,8 +47,7 @@ from mcad.gateway.errors import BadKubeconfig
 from mcad.server import ListenError, bound_port, is_loopback, start_server, token_guard
 from mcad.visibility import api as visibility
 from mcad.visibility.scope import Scopes
-from mcad.webhook.apiservice import SERVICE as VISIBILITY_SERVICE
-from mcad.webhook.apiservice import VisibilityRegistration
+from mcad.webhook.apiservice import EXTERNAL_SERVICE, VisibilityRegistration
 from mcad.webhook.certmanager import CertManager, Registration
 from mcad.webhook.server import PATH as WEBHOOK_PATH
 from mcad.webhook.server import WebhookServer
@@ -178,7 +177,7 @@ def _registration(args: argparse.Namespace, config: RunConfig) -> Registration |
         base = https_base("--visibility-url", args.visibility_url) if args.visibility_url \
             else https_base("--webhook-url", url)
         found = VisibilityRegistration(
-            visibility_service or (config.namespace, VISIBILITY_SERVICE), url=base)
+            visibility_service or (config.namespace, EXTERNAL_SERVICE), url=base)
     elif visibility_service is not None:
         found = VisibilityRegistration(visibility_service)
     if found is not None and not args.webhook_address:

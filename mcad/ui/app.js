@@ -69,7 +69,8 @@ function draw(s) {
     return `<tr><td>${esc(q.tree)}: ${esc(q.path)}</td><td>${used} / ${limit} ${esc(name)}</td>
       <td class="quota-bar"><div class="bar${used > limit ? " over" : ""}">
       <div data-width="${share}"></div></div></td></tr>`;
-  }).join("") : `<tr><td colspan="3" class="empty">no quota node of yours</td></tr>`;
+  }).join("") : `<tr><td colspan="3" class="empty">${s.scope.everything ? "no quota trees"
+    : "no quota node of yours"}</td></tr>`;
   sized();
 }
 async function refresh() {

@@ -34,7 +34,10 @@ from mcad.gateway.errors import NotFound
 
 log = logging.getLogger(__name__)
 SERVICE = "mcad-visibility"
-"""The Service the APIService names (both ways)."""
+"""The Service the manifests' APIService names."""
+EXTERNAL_SERVICE = "mcad-visibility-external"
+"""The ``ExternalName`` Service mcad makes outside the cluster: a name of its own, so that
+applying the manifests later never merges into it."""
 PORT_NAME = "https"
 MANAGED_BY = "mcad.codeflare.dev"
 
