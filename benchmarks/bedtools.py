@@ -105,7 +105,8 @@ def start_mcad(state: TestbedState, log: Path, *, extra: tuple[str, ...] = ()) -
     port = free_ports(1)[0]
     proc = subprocess.Popen([sys.executable, "-m", "mcad.cli", "run", "--kubeconfig",
                              str(kubeconfig(state, "hub")), "--metrics-address",
-                             f"127.0.0.1:{port}", "--log-level", "INFO", *extra],
+                             f"127.0.0.1:{port}", "--metrics-auth=false", "--log-level", "INFO",
+                             *extra],
                             cwd=REPO, stdout=log.open("ab"), stderr=subprocess.STDOUT)
     for _ in range(1200):
         if proc.poll() is not None:

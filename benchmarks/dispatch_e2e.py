@@ -85,8 +85,8 @@ def start_mcad(state: TestbedState, log: Path) -> tuple[subprocess.Popen[bytes],
     hub = next(c.kubeconfig for c in state.clusters if c.name == "hub")
     port = free_ports(1)[0]
     proc = subprocess.Popen([sys.executable, "-m", "mcad.cli", "run", "--kubeconfig", hub,
-                             "--metrics-address", f"127.0.0.1:{port}", "--log-level",
-                             "WARNING"], cwd=REPO, stdout=log.open("ab"),
+                             "--metrics-address", f"127.0.0.1:{port}", "--metrics-auth=false",
+                             "--log-level", "WARNING"], cwd=REPO, stdout=log.open("ab"),
                             stderr=subprocess.STDOUT)
     for _ in range(600):
         try:

@@ -191,13 +191,18 @@ def main(argv: list[str] | None = None) -> int:
         say("applying the quota tree examples/quota-tree.yaml (root 48 GPUs)")
         kubectl(state, "hub", "apply", "-f", str(EXAMPLES / "quota-tree.yaml"))
         say("starting mcad run")
-        port = free_ports(1)[0]
+        port, tls = free_ports(2)
         log = (directory / "mcad-run.log").open("wb")
         controller = subprocess.Popen(
             [sys.executable, "-m", "mcad.cli", "run", "--kubeconfig", hub_kubeconfig,
-             "--metrics-address", f"127.0.0.1:{port}"], cwd=REPO, stdout=log,
+             "--metrics-address", f"127.0.0.1:{port}", "--metrics-auth=false",
+             "--webhook-address", f"127.0.0.1:{tls}",
+             "--visibility-url", f"https://127.0.0.1:{tls}"], cwd=REPO, stdout=log,
             stderr=subprocess.STDOUT)
         print(f"   metrics on http://127.0.0.1:{port}/metrics; log {log.name}")
+        print(f"   the queue: mcad queue -A --kubeconfig {hub_kubeconfig}; the web view: "
+              f"kubectl --kubeconfig {hub_kubeconfig} proxy, then http://127.0.0.1:8001"
+              "/apis/visibility.codeflare.dev/v1alpha1/views/page")
         docs = appwrappers(runtime="3s" if args.quick else None)
         say(f"submitting {len(docs)} AppWrappers of 1 to 32 GPUs (64 GPUs and a 48-GPU "
             "quota: some must wait)")
