@@ -35,11 +35,13 @@ from mcad.core.headofline import HeadOfLine
 from mcad.core.placement import ClusterBoard, Placement, fit_gang
 from mcad.core.plans import HoldRoom, PreemptionPlan, ShrinkOrder
 from mcad.core.quota import QuotaAssignment, QuotaCharge, QuotaForest, QuotaProblem
+from mcad.core.reservation import BrokenPromise
 from mcad.core.resources import ResourceList
 from mcad.core.snapshot import (
     PREEMPTED,
     Admitted,
     AppWrapperEntry,
+    BackfillPromise,
     Blocked,
     CycleResult,
     Dispatch,
@@ -196,16 +198,18 @@ class CycleBooks:
 
     def dispatch(self, entry: AppWrapperEntry, assignment: QuotaAssignment,
                  placement: Placement, *, pods: int | None = None,
-                 placed: bool = True) -> None:
+                 placed: bool = True, promise: BackfillPromise | None = None) -> None:
         """Dispatch ``entry``: quota charged, and its nodes (``placed``: already charged
-        to the board by the placement that found them)."""
+        to the board by the placement that found them); ``promise``: started by
+        reservation backfill on it."""
         if not placed:
             self.board.replace(placement)
         demand = entry.demand
         assert demand is not None
         total = demand.total if pods is None else demand.pod_sets[0].requests.scale(pods)
         self.charge(assignment, total)
-        self.dispatches.append(Dispatch(entry.key, placement.cluster, placement, pods))
+        self.dispatches.append(Dispatch(entry.key, placement.cluster, placement, pods,
+                                        promise))
 
     def pend(self, key: AppWrapperKey, reason: PendingReason, message: str) -> None:
         self.pending.append(Pending(key, reason, message))
@@ -234,6 +238,17 @@ class CycleBooks:
             if self.hold(demand, room):
                 break
         self.pend(entry.key, PendingReason.WAITING_FOR_PREEMPTION, plan.waiting)
+
+    def evict_for_promise(self, broken: BrokenPromise) -> None:
+        """Evict a backfill whose promise to a waiting head came due, as a preemption
+        victim of that head: out of the books' eviction candidates, its quota returned
+        in ``after_evictions``, and counted among the head's draining victims, so the
+        head holds the room it frees while it goes (``preemptor.while_victims_drain``)."""
+        key = broken.entry.key
+        if key in self.evicted:
+            return
+        self._evict((key,), broken.head, broken.message)
+        self.draining_for.setdefault(broken.head, []).append(broken.entry)
 
     def grow(self, key: AppWrapperKey, assignment: QuotaAssignment, cluster: int,
              more: Demand, *, pods: int, message: str, pin: TopologyPin | None = None) -> bool:

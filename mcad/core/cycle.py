@@ -22,7 +22,9 @@ Phases:
 1. The running AppWrappers are charged to the books' quota (they hold quota); they are
    the eviction candidates. Their pods already hold capacity, through the nodes'
    requests or the clusters' reservations (the board was built with the books: per-node
-   free room, every cluster's reservations placed first).
+   free room, every cluster's reservations placed first). One started by reservation
+   backfill whose promise to a still-waiting head came due is evicted for that head
+   (``mcad.core.reservation.broken_promises``), as a preemption victim is.
 2. The queued AppWrappers are ordered: within quota first, then fair shares (plain
    priority order without quota trees).
 3. Each queued AppWrapper, in that order, gets exactly one outcome, from the first check
@@ -60,12 +62,14 @@ from mcad.core.placement import EVERY_CLUSTER, Placement, pod_of, retell
 from mcad.core.plans import PreemptionPlan
 from mcad.core.quota import QuotaAssignment, QuotaProblem
 from mcad.core.quotagate import QuotaAnswer, check_quota
+from mcad.core.reservation import broken_promises
 from mcad.core.resources import ResourceList
 from mcad.core.snapshot import (
     PREEMPTED,
     QUEUED,
     Admitted,
     AppWrapperEntry,
+    BackfillPromise,
     Blocked,
     CyclePolicy,
     CycleResult,
@@ -113,6 +117,9 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
     for entry in snapshot.appwrappers:
         (admitted if isinstance(entry.phase, Admitted) else queued).append(entry)
     books.hold_running(admitted)
+    # A backfill still running when its promise to a waiting head comes due goes.
+    for broken in broken_promises(admitted, queued, now=snapshot.now):
+        books.evict_for_promise(broken)
     if trace is not None:
         trace.started(books)
 
@@ -212,9 +219,9 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
         return
     if not _quota(books, entry, demand, assignment, candidates, key=quota_key):
         return
-    placement = _place(books, entry, demand, assignment, candidates)
-    if placement is not None:
-        books.dispatch(entry, assignment, placement)
+    placed = _place(books, entry, demand, assignment, candidates)
+    if placed is not None:
+        books.dispatch(entry, assignment, placed[0], promise=placed[1])
 
 
 def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
@@ -261,8 +268,10 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
 
 
 def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
-           assignment: QuotaAssignment, candidates: tuple[int, ...]) -> Placement | None:
-    """Its nodes (charged to the board), or None when its outcome was given instead."""
+           assignment: QuotaAssignment, candidates: tuple[int, ...]
+           ) -> tuple[Placement, BackfillPromise | None] | None:
+    """Its nodes (charged to the board) and the promise it starts on, if any; or None
+    when its outcome was given instead."""
     shape = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
                    for s in demand.pod_sets), candidates, demand.topology)
     cached = books.capacity_misfits.get(shape)
@@ -275,8 +284,8 @@ def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
                                       policy=books.policy.placement, avoid=entry.avoid_cluster)
         if isinstance(placement, Placement):
             refused = books.line.admits(entry, placement)
-            if refused is None:
-                return placement
+            if not isinstance(refused, Blocked):
+                return placement, refused
             # It would delay the head's reservation: not a misfit of its shape (another
             # of the same shape that ends sooner may go), so not cached.
             books.board.unplace(placement)
@@ -330,5 +339,10 @@ def _start_small(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
                                 policy=books.policy.placement)
     if start is None:
         return False
-    books.dispatch(entry, assignment, start.placement, pods=start.pods, placed=False)
+    # Smaller, it is a backfill like any other: the head's reservation has its say.
+    verdict = books.line.admits(entry, start.placement)
+    if isinstance(verdict, Blocked):
+        return False
+    books.dispatch(entry, assignment, start.placement, pods=start.pods, placed=False,
+                   promise=verdict)
     return True
