@@ -45,13 +45,18 @@ whole (even if it ran for ever), or else on the promise to end before that reser
 and the gaps before its start are still used. Run times are what users declare or what
 a family's past runs suggest, so a promise is held as Slurm holds a time limit: a job
 that took reserved room on a promise and still runs when the reservation comes due,
-while that head still waits, is evicted for it (reason ``Preempted``; see
-``mcad.core.reservation.broken_promises``), so a misstated run time cannot delay the
-head past its reservation by more than the eviction takes. A promise dies with its
-head's wait: once the head started or is gone, nothing is evicted for it. And
-``starvation_seconds`` bounds the head's wait under this rule too: once the head has
-waited that long, the first rule's hold (its quota, its nodes or a closed cluster)
-applies besides its reservation. A head that waits for quota, or whose cluster's
+while that head still waits and cannot start without it, is evicted for it (reason
+``Preempted``; see ``mcad.core.reservation.broken_promises``), so a misstated run time
+cannot delay the head past its reservation by more than the eviction takes. A promise
+dies with its head's wait: once the head started or is gone, nothing is evicted for
+it. And
+``starvation_seconds`` bounds the head's wait under this rule too: work that started
+before the head (on no promise) may overrun its expected end, and the reservation then
+comes due without the head starting; once the head has waited the threshold and its
+reservation is due, the first rule's hold (its quota, its nodes or a closed cluster)
+applies besides. While the reservation is still ahead the head needs no hold: nothing
+that starts before it can keep it from its room then (EASY's guarantee, promises kept),
+and holding would only idle the gaps. A head that waits for quota, or whose cluster's
 running work has no expected end, is held by the first rule alone.
 """
 

@@ -102,6 +102,8 @@ class CycleBooks:
         self.order: FairOrder[AppWrapperEntry] | None = None
         self.running = running
         self.draining_for: dict[AppWrapperKey, list[AppWrapperEntry]] = {}
+        self.broken_for: dict[AppWrapperKey, list[BrokenPromise]] = {}
+        """Heads of the line, and the backfills whose promise to them came due."""
         self.evicted: set[AppWrapperKey] = set()
         self.shrinking: set[AppWrapperKey] = set()
         """Elastic AppWrappers ordered to shrink this cycle: they do not grow."""
@@ -239,16 +241,22 @@ class CycleBooks:
                 break
         self.pend(entry.key, PendingReason.WAITING_FOR_PREEMPTION, plan.waiting)
 
-    def evict_for_promise(self, broken: BrokenPromise) -> None:
-        """Evict a backfill whose promise to a waiting head came due, as a preemption
-        victim of that head: out of the books' eviction candidates, its quota returned
-        in ``after_evictions``, and counted among the head's draining victims, so the
-        head holds the room it frees while it goes (``preemptor.while_victims_drain``)."""
-        key = broken.entry.key
-        if key in self.evicted:
-            return
-        self._evict((key,), broken.head, broken.message)
-        self.draining_for.setdefault(broken.head, []).append(broken.entry)
+    def note_broken(self, broken: Iterable[BrokenPromise]) -> None:
+        """Backfills whose promise to a waiting head came due, by that head."""
+        for one in broken:
+            self.broken_for.setdefault(one.head, []).append(one)
+
+    def evict_broken(self, head: AppWrapperKey) -> None:
+        """Evict the backfills that broke their promise to ``head``, as preemption
+        victims of it: out of the books' eviction candidates, their quota returned in
+        ``after_evictions``, and counted among the head's draining victims, so the head
+        holds the room they free while they go (``preemptor.while_victims_drain``)."""
+        for broken in self.broken_for.pop(head, ()):
+            key = broken.entry.key
+            if key in self.evicted:
+                continue
+            self._evict((key,), head, broken.message)
+            self.draining_for.setdefault(head, []).append(broken.entry)
 
     def grow(self, key: AppWrapperKey, assignment: QuotaAssignment, cluster: int,
              more: Demand, *, pods: int, message: str, pin: TopologyPin | None = None) -> bool:

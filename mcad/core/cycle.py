@@ -22,14 +22,16 @@ Phases:
 1. The running AppWrappers are charged to the books' quota (they hold quota); they are
    the eviction candidates. Their pods already hold capacity, through the nodes'
    requests or the clusters' reservations (the board was built with the books: per-node
-   free room, every cluster's reservations placed first). One started by reservation
-   backfill whose promise to a still-waiting head came due is evicted for that head
-   (``mcad.core.reservation.broken_promises``), as a preemption victim is.
+   free room, every cluster's reservations placed first). Those started by reservation
+   backfill whose promise to a still-waiting head came due are noted
+   (``mcad.core.reservation.broken_promises``).
 2. The queued AppWrappers are ordered: within quota first, then fair shares (plain
    priority order without quota trees).
 3. Each queued AppWrapper, in that order, gets exactly one outcome, from the first check
    it fails: RequeuePause, InvalidDemand, QuotaNodeNotFound, NoMatchingCluster,
-   WaitingForPreemption (its victims are still going), QuotaExceeded,
+   WaitingForPreemption (its victims are still going; or, a head that cannot start now,
+   the backfills that broke their promise to it are evicted, as preemption victims
+   are), QuotaExceeded,
    InsufficientCapacity, WaitingForHeadOfLine; or it is dispatched, and its quota and
    nodes are charged at once, so no later decision counts on them. An elastic one
    refused at full size starts smaller when it can; one blocked by quota or room may
@@ -117,9 +119,9 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
     for entry in snapshot.appwrappers:
         (admitted if isinstance(entry.phase, Admitted) else queued).append(entry)
     books.hold_running(admitted)
-    # A backfill still running when its promise to a waiting head comes due goes.
-    for broken in broken_promises(admitted, queued, now=snapshot.now):
-        books.evict_for_promise(broken)
+    # Backfills still running when their promise to a waiting head came due: they go
+    # when that head is decided, unless it can start without their room.
+    books.note_broken(broken_promises(admitted, queued, now=snapshot.now))
     if trace is not None:
         trace.started(books)
 
@@ -203,6 +205,9 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
     if isinstance(candidates, str):
         books.pend(entry.key, PendingReason.NO_MATCHING_CLUSTER, candidates)
         return
+    if books.broken_for and entry.key in books.broken_for and \
+            not preemptor.fits_now(books, entry, demand, assignment, candidates):
+        books.evict_broken(entry.key)  # then it holds their room while they go:
     if books.draining_for and entry.key in books.draining_for:
         waiting = preemptor.while_victims_drain(books, entry, demand, assignment, candidates)
         if waiting is not None:

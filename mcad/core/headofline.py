@@ -4,8 +4,8 @@ The rules are stated in ``mcad.core.backfill`` (backfill with a starvation guard
 reservation-based). This module, one of the cycle's parts, is their state for one cycle:
 who the head is, and what is reserved for it (its quota charged in ``held_quota``; its
 nodes held when it fits now, or one cluster closed to everyone behind it when it fits
-nowhere yet; by reservation, nodes at a future moment: ``promise``, and once it starves
-the hold besides), and the
+nowhere yet; by reservation, nodes at a future moment: ``promise``, and the hold
+besides once it starves and that moment came without it starting), and the
 questions the cycle asks: may this AppWrapper still use a cluster, may it start on the
 nodes it found, and would it have fitted but for the reservation.
 """
@@ -81,8 +81,11 @@ class HeadOfLine:
                                    now=self.now)
             if self.promise is not None:
                 self.head = entry
-        # Starving, the head is held for as under MCAD's rule, reservation or not: its
-        # wait stays bounded by the threshold plus the drain of what runs.
+                if self.promise.reservation.start > self.now:
+                    return  # ahead: what starts before it is held to its promise
+        # Starving, the head is held for as under MCAD's rule, its reservation come due
+        # or not (work that started before it overran): its wait stays bounded by the
+        # threshold, or its reservation, plus the drain of what runs.
         if not self.backfill.is_starving(now=self.now,
                                          waiting_since=entry.queued_since or entry.created):
             return

@@ -15,8 +15,9 @@ promise and is counted against the reserved nodes' free room (it may still run t
 so two backfills cannot together take what each alone would leave; one that takes
 reserved room starts on a ``BackfillPromise`` to end by the reservation's start, which
 its dispatch records (``status.backfillPromise``). ``broken_promises`` finds, at every
-cycle, those still running when their promise comes due while their head waits: the
-cycle evicts them for the head (a run time misstated, or learned from a family's
+cycle, those still running when their promise comes due while their head waits: when
+that head's turn comes in the cycle and it cannot start as things are, the cycle evicts
+them for it, as preemption victims (a run time misstated, or learned from a family's
 shorter runs, must not hold the head back: Slurm ends such a job at its time limit).
 """
 
@@ -86,7 +87,8 @@ class Promise:
 @dataclass(frozen=True, slots=True)
 class BrokenPromise:
     """An admitted AppWrapper started on a ``BackfillPromise`` that came due while its
-    head still waits: it is evicted for the head, with ``message``."""
+    head still waits: evicted for the head, with ``message``, unless the head can start
+    without its room."""
 
     entry: AppWrapperEntry
     head: AppWrapperKey

@@ -76,7 +76,8 @@ class BackfillPromise:
     """What a job started by reservation backfill promised the head of the line: it took
     room reserved for ``head`` because it was expected to end by ``end``, the start of
     that reservation, and it is held to that (``mcad.core.reservation.broken_promises``:
-    still running then, while ``head`` waits, it is evicted)."""
+    still running then, while ``head`` waits and cannot start without it, it is
+    evicted)."""
 
     head: AppWrapperKey
     end: datetime

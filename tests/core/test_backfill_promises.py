@@ -3,11 +3,13 @@
 Table: on 3 nodes x 8 GPUs, ``a`` runs on node 1 until 10:10 and ``b`` on node 2 until
 10:30; ``head`` wants 3 x 8 GPUs, so it is promised all three nodes at 10:30. ``small``
 (one node, 10 minutes) is backfilled onto node 3 now, on the promise to end by 10:30.
-Held to it: still running at 10:30 while the head waits, it is evicted for the head
-(``Preempted``, with the sentence), and the head holds the room it frees; before then,
-or once the head started, was requeued since or is gone, it is left alone. A backfill
+Held to it: still running at 10:30 while the head waits and cannot start without its
+room, it is evicted for the head (``Preempted``, with the sentence), and the head holds
+the room it frees; before then, when the head can start elsewhere, or once the head
+started, was requeued since or is gone, it is left alone. A backfill
 that leaves the reserved room whole starts on no promise. And ``starvationSeconds``
-bounds the head's wait even while it holds a reservation.
+bounds the head's wait even while it holds a reservation: once that reservation came due
+without it starting (work that started before it overran), MCAD's hold applies too.
 
 Property: with run times misstated (each backfill runs up to ten times its estimate),
 the head of the line still starts no later than its first reservation; the plan of the
@@ -44,7 +46,7 @@ PROMISED = at(1800)
 
 
 def three_nodes(*, a: bool = True, b: bool = True, small: bool = False) -> ClusterBuilder:
-    cluster = make_cluster("c1").nodes(3, gpu=8)
+    cluster = make_cluster("c1").nodes(3, gpu=8, cpu=16)
     if a:
         cluster = cluster.used(0, gpu=8).held("default/a", 0, gpu=8)
     if b:
@@ -161,6 +163,16 @@ def test_a_backfill_already_being_taken_back_is_not_evicted_again() -> None:
     assert pending(going, HEAD)[0] == PendingReason.WAITING_FOR_PREEMPTION
 
 
+def test_a_head_that_can_start_without_the_backfills_room_leaves_it_running() -> None:
+    """At 10:30 a fourth node is free: the head starts on nodes 1, 2 and 4, and
+    ``small`` keeps running (evicting it would only waste its work)."""
+    fourth = three_nodes(a=False, b=False, small=True).nodes(1, gpu=8, cpu=16)
+    result = dispatch_cycle(make_snapshot(now=PROMISED).clusters(fourth).policy(
+        backfill="reservation").add(small_on_its_promise(), head()).obj())
+    assert (result.evictions, [d.key for d in result.dispatches]) == ((), [HEAD])
+    assert [e.key for e in later(PROMISED, head()).evictions] == [SMALL]  # 3 nodes: goes
+
+
 @pytest.mark.parametrize("the_head", [
     head().admitted("c1").dispatched(at(1700)),         # it started on other room
     None,                                               # deleted
@@ -174,20 +186,36 @@ def test_no_eviction_once_the_head_no_longer_waits_in_the_same_wait(
     assert result.evictions == ()
 
 
-def test_starvation_bounds_the_heads_wait_even_with_a_reservation() -> None:
-    """The head waited 400 s (threshold 300): besides its reservation, the cluster is
-    held for it, so ``small`` waits though it would end before 10:30."""
-    snapshot = make_snapshot(now=at(0)).clusters(three_nodes()).policy(
-        backfill="reservation", starvation_seconds=300).add(
-        *running_a_and_b(), head().created(at(-400)),
-        make_entry("small").job(gpu=8).created(at(-100)).runtime(600)).obj()
+@pytest.mark.parametrize(("now", "b_runs", "starving", "want"), [
+    (at(0), True, False, "Dispatched"),               # waited 200 s, threshold 300
+    (at(0), True, True, "Dispatched"),                # starving, reservation ahead
+    (at(2400), True, True, "WaitingForHeadOfLine"),   # starving, b overran: held
+    (at(2400), True, False, "Dispatched"),            # b overran, not starving yet
+], ids=["neither", "reservation ahead", "reservation come due", "not starving yet"])
+def test_starvation_bounds_the_heads_wait_even_with_a_reservation(
+        now: datetime, b_runs: bool, starving: bool, want: str) -> None:
+    """``b`` started before the head (on no promise) and may overrun its expected end
+    (10:30): the head's reservation then comes due without it starting. Once the head
+    has waited ``starvationSeconds`` too, MCAD's hold applies besides the reservation:
+    its cluster is closed to those behind it, even to a CPU job that leaves the reserved
+    room whole. While the reservation is ahead nothing is held (backfill goes on)."""
+    threshold = 100 if starving else 3600
+    running = running_a_and_b() if now < at(600) else running_a_and_b()[1:]
+    snapshot = make_snapshot(now=now).clusters(three_nodes(a=now < at(600), b=b_runs)).policy(
+        backfill="reservation", starvation_seconds=threshold).add(
+        *running, head(), make_entry("cpu").job(gpu=0, cpu=1).created(at(-100))).obj()
     books, result = run_cycle(snapshot)
-    assert books.line.promise is not None and books.line.closed_cluster == 0
-    assert result.dispatches == ()
-    assert pending(result, SMALL) == (
-        PendingReason.WAITING_FOR_HEAD_OF_LINE,
-        "it would fit, but the room is held for default/head, first in line and waiting "
-        "since 2024-05-01T09:53:20+00:00")
+    assert books.line.promise is not None  # the head holds a reservation all along
+    if want == "Dispatched":
+        assert [d.key for d in result.dispatches] == [AppWrapperKey("default/cpu")]
+        assert books.line.closed_cluster is None
+    else:
+        assert result.dispatches == ()
+        assert books.line.promise.reservation.start == now  # come due: b overran
+        assert pending(result, AppWrapperKey("default/cpu")) == (
+            PendingReason.WAITING_FOR_HEAD_OF_LINE,
+            "it would fit, but the room is held for default/head, first in line and "
+            "waiting since 2024-05-01T09:56:40+00:00")
 
 
 # -- the property ------------------------------------------------------------------------------
