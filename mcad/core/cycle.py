@@ -207,7 +207,7 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
         return
     if books.broken_for and entry.key in books.broken_for and \
             not preemptor.fits_now(books, entry, demand, assignment, candidates):
-        books.evict_broken(entry.key)  # then it holds their room while they go:
+        books.evict_broken(entry.key)  # and, just below, it holds their room meanwhile
     if books.draining_for and entry.key in books.draining_for:
         waiting = preemptor.while_victims_drain(books, entry, demand, assignment, candidates)
         if waiting is not None:
