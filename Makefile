@@ -51,7 +51,8 @@ scale-smoke: $(STAMP)
 	$(BIN)/python benchmarks/scale.py --smoke
 
 # Estimated starts and backfill rules in simulated time (seconds, no test bed): fails
-# when reservation backfill lets a head of the line start after its reservation.
+# when reservation backfill lets a head of the line start after its reservation, or
+# lets a backfill that understated its run time outstay its promise to the head.
 estimates-smoke: $(STAMP)
 	$(BIN)/python benchmarks/estimates.py --smoke
 

@@ -143,9 +143,10 @@ class RunConfig(_Settings):
     backfill: Literal["mcad", "reservation"] = "mcad"
     """mcad: smaller AppWrappers overtake the head of the line until it has waited
     starvationSeconds, then it holds their room (MCAD's rule). reservation: the head
-    gets a reservation at its expected start, and one behind it starts now only if it is
-    expected to end by then or leaves the reserved room whole (EASY backfill; run times
-    as for estimates)."""
+    gets a reservation at its expected start, and one behind it starts now only if it
+    leaves the reserved room whole or, on the promise to end by then, is expected to
+    (EASY backfill; run times as for estimates); one still running when its promise
+    comes due, while the head waits, is evicted for it (Preempted)."""
     default_requeuing: RequeuingDefaults = Field(default_factory=RequeuingDefaults)
     """Requeuing for AppWrappers whose schedulingSpec has none."""
     allowed_kinds: list[str] = Field(default_factory=lambda: ["*"])

@@ -7,6 +7,11 @@ and starts at once (it ends before the promise); ``long`` declares 10 minutes an
 with ``WaitingForHeadOfLine``, its sentence naming the node and the head. Under MCAD's
 rule (the default, 300 s before the head holds) ``long`` would have started and held
 the head back for ten minutes. ``head`` starts when ``a`` ends, then ``long``.
+
+A promise is kept: ``liar`` declares 5 s but runs ten minutes. It is backfilled ahead of
+the waiting ``head`` on the promise to end by the head's reservation (recorded in its
+status), and when that comes due it is preempted for the head (``Preempted``, the
+sentence naming the head); the head starts within 10 s of its reservation.
 """
 
 from __future__ import annotations
@@ -74,3 +79,44 @@ async def test_a_job_that_would_delay_the_heads_reservation_waits(
         late = (moment(head["status"]["dispatchTimestamp"]) - a_ends).total_seconds()
         assert late <= 5, f"the head started {late:.0f}s after its reservation"
         await wait_state(hub, ns, "long", "Running", within=60)
+
+
+async def test_a_backfill_that_overruns_its_promise_is_preempted_for_the_head(
+        mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str,
+        tmp_path: Path) -> None:
+    hub, ns = clusters["hub"], aw_namespace
+    with controller_with(mcad, tmp_path, backfill="reservation"):
+        await create_aw(hub, ns, on_spoke_1("a", pods=3, runtime="25s", expected=30))
+
+        async def a_runs() -> bool:
+            return condition(await get_aw(hub, ns, "a"), "PodsReady").get("status") == "True"
+
+        await wait_until(a_runs, within=60, what="a to run")
+        reservation = moment((await get_aw(hub, ns, "a"))["status"]["expectedEnd"])
+        await create_aw(hub, ns, on_spoke_1("head", pods=4, runtime="2s", expected=10,
+                                            priority=9))
+        await wait_state(hub, ns, "head", "Pending", within=30)
+        await create_aw(hub, ns, on_spoke_1("liar", pods=1, runtime="600s", expected=5))
+        liar = await wait_state(hub, ns, "liar", "Running", within=30)
+        assert liar["status"]["backfillPromise"] == {
+            "head": f"{ns}/head", "endBy": reservation.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        assert moment(liar["status"]["dispatchTimestamp"]) < reservation
+
+        async def liar_preempted() -> dict[str, Any] | None:
+            requeuing = condition(await get_aw(hub, ns, "liar"), "Requeuing")
+            return requeuing if requeuing.get("reason") == "Preempted" else None
+
+        requeuing = await wait_until(liar_preempted, within=60,
+                                     what="liar preempted at the head's reservation")
+        assert "started by reservation backfill on the promise to end by " in \
+            requeuing["message"]
+        assert f"before the reservation of {ns}/head; still running at " in \
+            requeuing["message"]
+        preempted = moment(requeuing["lastTransitionTime"])
+        assert preempted >= reservation, "preempted before its promise came due"
+
+        head = await wait_state(hub, ns, "head", "Running", "Completed", within=60)
+        late = (moment(head["status"]["dispatchTimestamp"]) - reservation).total_seconds()
+        print(f"liar preempted {(preempted - reservation).total_seconds():.0f}s and the head "
+              f"started {late:.0f}s after the head's reservation")
+        assert late <= 10, f"the head started {late:.0f}s after its reservation"

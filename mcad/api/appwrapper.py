@@ -292,6 +292,16 @@ class TopologyAssignment(WireModel):
     """Each domain's label values along levels."""
 
 
+class BackfillPromiseStatus(WireModel):
+    """The promise a run started by reservation backfill was admitted on."""
+
+    head: str
+    """The head of the line it took reserved room from (namespace/name)."""
+    end_by: Timestamp = Field(alias="endBy")
+    """The start of that head's reservation: still running then, while the head waits,
+    the run is evicted for it (reason Preempted)."""
+
+
 class AppWrapperStatus(WireModel):
     """What mcad observed and decided; written only by the controller."""
 
@@ -346,6 +356,10 @@ class AppWrapperStatus(WireModel):
     now (its parallelism), between schedulingSpec.minAvailable and fullPods."""
     full_pods: int | None = Field(None, alias="fullPods", ge=0)
     """Elastic: the pods its templates ask for, the size it grows back to."""
+    backfill_promise: BackfillPromiseStatus | None = Field(None, alias="backfillPromise")
+    """Set when the current dispatch started by reservation backfill in room reserved for
+    the head of the line, on the promise to end before that head's reservation (backfill:
+    reservation); it is held to it."""
     preempted_by: str = Field("", alias="preemptedBy")
     """While it is being evicted to make room for another: that one (namespace/name)."""
     topology: TopologyAssignment | None = None

@@ -29,7 +29,7 @@ from mcad import metrics
 from mcad.config import RunConfig
 from mcad.controller.clock import parse_time, rfc3339, utcnow
 from mcad.controller.objects import ObjectManager
-from mcad.controller.records import AppWrapperRecord, DispatchOrder
+from mcad.controller.records import AppWrapperRecord, DispatchOrder, promise_status
 from mcad.controller.writer import HubWriter, Write
 from mcad.core.requeue import readiness_timeout
 from mcad.core.wrapping import Refusal
@@ -92,6 +92,11 @@ class Admission:
             parse_time(rec.meta.get("creationTimestamp")) or now
         policy = rec.requeue_policy(self.config)
         message = f"dispatched to cluster {cluster}"
+        if order.promise is not None:  # the user learns the bargain when it is struck
+            message += (f" by reservation backfill, on the promise to end by "
+                        f"{promise_status(order.promise)['endBy']}, when the room it "
+                        f"takes is reserved for {order.promise.head}; still running then, "
+                        "it is evicted (Preempted)")
         pods = order.pods if order.pods is not None else (rec.demand.pods if rec.demand
                                                           else None)
         ok = await self.writer.patch_status(rec, {
@@ -112,6 +117,9 @@ class Admission:
             # Where its pods are kept (read back at creation, after a restart too);
             # None removes an earlier run's.
             "topology": order.pin.to_status() if order.pin is not None else None,
+            # The promise it starts on, for whichever leader is there when it is due.
+            "backfillPromise": promise_status(order.promise)
+            if order.promise is not None else None,
         }, conditions=(("Queued", "False", "Dispatched", message),
                        ("Dispatched", "True", "Dispatched", message),
                        ("PodsReady", "False", "WaitingForPods", "waiting for the gang's pods")),

@@ -197,7 +197,7 @@ class Dispatcher:
         for dispatch in result.dispatches:
             rec = appwrappers[dispatch.key]
             rec.orders.dispatch = DispatchOrder(new_run(), dispatch.cluster, dispatch.pods,
-                                                dispatch.placement.pin)
+                                                dispatch.placement.pin, dispatch.promise)
             rec.orders.pending = None
             self.queue.add(dispatch.key, urgent=True, rank=rec.priority)
         reasons: dict[str, int] = {}

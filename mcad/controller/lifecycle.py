@@ -298,6 +298,7 @@ class Lifecycle:
             "componentStatus": [], "dispatchedSpecHash": "", "preemptedBy": "",
             "expectedEnd": None, "runDeadline": None, "admittedPods": None, "runId": None,
             "topology": None,  # the next dispatch chooses its domains anew
+            "backfillPromise": None,
         }, conditions=(("Requeuing", "False", reason, message),
                        ("Dispatched", "False", "Requeued", message),
                        ("PodsReady", "False", "Requeued", message),

@@ -14,7 +14,8 @@ record (what was observed, what the dispatcher ordered, what was done: see
    (``Lifecycle.resize``), and follow its pods and objects (``Lifecycle.follow_progress``);
 5. queued: put the finalizer on (when first seen, so a dispatch needs one write fewer);
    write why it waits, when that changed; when a hold or a requeue pause ends, tell the
-   dispatcher (the reconciler keeps that timer, not the dispatcher).
+   dispatcher (the reconciler keeps that timer, not the dispatcher); likewise, for one
+   admitted by reservation backfill, when its promise to the head comes due.
 
 Because the work queue never runs one key twice at once, none of this needs a lock,
 and because each step reads the caches afresh, a reconcile that was asked for three
@@ -60,16 +61,9 @@ class Reconciler:
         if order is not None and not await self.admission.persist_dispatch(rec, order):
             return self._wake(rec, utcnow())
         if rec.admitted:
-            step = await self.lifecycle.take_back(rec)
-            if step is not None:
-                return step.again
-            if rec.progress.created != rec.run:
-                step = await self.creation.create(rec)
-                if step is not None:
-                    return step.again
-            if rec.live_resize() is not None:
-                await self.lifecycle.resize(rec)
-            return await self.lifecycle.follow_progress(rec)
+            again = await self._admitted(rec)
+            wake = self._wake(rec, utcnow())
+            return min((t for t in (again, wake) if t is not None), default=None)
         if rec.queued:
             now = utcnow()
             # The finalizer goes on when the AppWrapper is first seen, not when it is
@@ -80,15 +74,35 @@ class Reconciler:
             return min((t for t in (again, wake) if t is not None), default=None)
         return None
 
+    async def _admitted(self, rec: AppWrapperRecord) -> float | None:
+        """Step 4: take back, create, resize, follow."""
+        step = await self.lifecycle.take_back(rec)
+        if step is not None:
+            return step.again
+        if rec.progress.created != rec.run:
+            step = await self.creation.create(rec)
+            if step is not None:
+                return step.again
+        if rec.live_resize() is not None:
+            await self.lifecycle.resize(rec)
+        return await self.lifecycle.follow_progress(rec)
+
     def _wake(self, rec: AppWrapperRecord, now: datetime) -> float | None:
-        """The timer of a queued AppWrapper: when its hold (after a failed persist) or
-        its requeue pause ends, the dispatcher is told, so it decides on it again."""
+        """The AppWrapper's timer for a moment at which time alone changes what the
+        dispatcher decides: when a queued one's hold (after a failed persist) or requeue
+        pause ends, or an admitted one's backfill promise comes due, the dispatcher is
+        told, so it decides again (the dispatcher keeps no timers)."""
         progress = rec.progress
         if progress.wake_at is not None and progress.wake_at <= now:
             progress.wake_at = None
             self.changed()
-        moments = [m for m in (progress.hold_until, rec.pause_ends(self.config))
-                   if m is not None and m > now]
+        due: tuple[datetime | None, ...]
+        if rec.admitted:
+            promise = rec.backfill_promise
+            due = (promise.end if promise is not None else None,)
+        else:
+            due = (progress.hold_until, rec.pause_ends(self.config))
+        moments = [m for m in due if m is not None and m > now]
         if not moments:
             return None
         progress.wake_at = min(moments)

@@ -39,13 +39,14 @@ from datetime import datetime, timedelta
 from typing import Any, NewType, TypeVar
 
 from mcad.config import RunConfig
-from mcad.controller.clock import parse_time
+from mcad.controller.clock import parse_time, rfc3339
 from mcad.core.capacity import AppWrapperKey, ClusterName
 from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry
 from mcad.core.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem, sized
 from mcad.core.placement import ClusterSelector
 from mcad.core.requeue import UNCOUNTED_REASONS, RequeuePolicy
+from mcad.core.snapshot import BackfillPromise
 from mcad.core.topology import TopologyPin
 from mcad.core.wrapping import dispatch_digest, wrapped_kinds
 from mcad.gateway.connection import loads
@@ -79,12 +80,32 @@ def resource_version(obj: Mapping[str, Any]) -> int:
 @dataclass(frozen=True, slots=True)
 class DispatchOrder:
     """Dispatch to ``cluster`` as run ``run`` (elastic: starting with ``pods`` pods;
-    kept in ``pin``'s topology domains)."""
+    kept in ``pin``'s topology domains; by reservation backfill, on ``promise``)."""
 
     run: RunId
     cluster: ClusterName
     pods: int | None = None
     pin: TopologyPin | None = None
+    promise: BackfillPromise | None = None
+
+
+def promise_status(promise: BackfillPromise) -> dict[str, str]:
+    """``status.backfillPromise`` for ``promise``: its end in whole seconds, as every
+    timestamp mcad writes, rounded up (a run is never held to less than its promise)."""
+    end = promise.end
+    if end.microsecond:
+        end = end.replace(microsecond=0) + timedelta(seconds=1)
+    return {"head": str(promise.head), "endBy": rfc3339(end)}
+
+
+def promise_of(value: object) -> BackfillPromise | None:
+    """The promise ``status.backfillPromise`` records (None: none, or unreadable)."""
+    if not isinstance(value, dict):
+        return None
+    head, end = value.get("head"), parse_time(value.get("endBy"))
+    if not isinstance(head, str) or not head or end is None:
+        return None
+    return BackfillPromise(AppWrapperKey(head), end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +161,9 @@ class Progress:
     hold_until: datetime | None = None
     """After a failed persist the AppWrapper stays out of cycles until then."""
     wake_at: datetime | None = None
-    """The moment (end of a hold or of a requeue pause) the reconciler asked a timer for,
-    to tell the dispatcher that the AppWrapper may be decided again."""
+    """The moment (end of a hold or of a requeue pause; a backfill promise coming due)
+    the reconciler asked a timer for, to tell the dispatcher that the AppWrapper may be
+    decided again."""
     created: RunId | None = None
     """The run whose wrapped objects are all on its cluster (created or found)."""
     evicted: RunId | None = None
@@ -389,6 +411,15 @@ class AppWrapperRecord:
         return order.pin if order is not None else None
 
     @property
+    def backfill_promise(self) -> BackfillPromise | None:
+        """The promise the current run was started on by reservation backfill
+        (``status.backfillPromise``, else an assumed dispatch's); None: none, or queued."""
+        if self.observed.dispatched:
+            return promise_of(self.status.get("backfillPromise"))
+        order = self.live_dispatch()
+        return order.promise if order is not None else None
+
+    @property
     def admitted(self) -> bool:
         """Holds quota and capacity: dispatched (or assumed so) and not finished."""
         return bool(self.cluster) and self.state not in TERMINAL
@@ -564,7 +595,8 @@ class AppWrapperRecord:
             draining_for=AppWrapperKey(str(self.status["preemptedBy"]))
             if admitted and self.status.get("preemptedBy") else None,
             expected_end=parse_time(self.status.get("expectedEnd")) if admitted else None,
-            elastic_min=elastic_min, full_pods=full_pods)
+            elastic_min=elastic_min, full_pods=full_pods,
+            backfill_promise=self.backfill_promise if admitted else None)
 
 
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

@@ -39,12 +39,25 @@ Reservation-based (EASY) backfill, Slurm's answer, is the other rule (policy
 ``backfill: reservation``; ``mcad.core.reservation`` works it out in the cycle): the head
 of the line, when it waits for room, gets a reservation at the first moment running work
 is expected to have freed enough of one cluster for it, on the nodes it would take then;
-an AppWrapper behind it that fits now may start now only when it is expected to end
-before that reservation, or when it leaves the reserved room whole (``may_backfill``).
-So the head is never delayed by backfill when run times are exact, and the gaps before
-its start are still used. A job that overruns its estimate is not evicted for it: the
-reservation moves at the next cycle. A head that waits for quota, or whose cluster's
-running work has no expected end, is held by the first rule instead.
+an AppWrapper behind it that fits now may start now when it leaves the reserved room
+whole (even if it ran for ever), or else on the promise to end before that reservation
+(``may_backfill``). So the head is never delayed by backfill when run times are exact,
+and the gaps before its start are still used. Run times are what users declare or what
+a family's past runs suggest, so a promise is held as Slurm holds a time limit: a job
+that took reserved room on a promise and still runs when the reservation comes due,
+while that head still waits and cannot start without it, is evicted for it (reason
+``Preempted``; see ``mcad.core.reservation.broken_promises``), so a misstated run time
+cannot delay the head past its reservation by more than the eviction takes. A promise
+dies with its head's wait: once the head started or is gone, nothing is evicted for
+it. And
+``starvation_seconds`` bounds the head's wait under this rule too: work that started
+before the head (on no promise) may overrun its expected end, and the reservation then
+comes due without the head starting; once the head has waited the threshold and its
+reservation is due, the first rule's hold (its quota, its nodes or a closed cluster)
+applies besides. While the reservation is still ahead the head needs no hold: nothing
+that starts before it can keep it from its room then (EASY's guarantee, promises kept),
+and holding would only idle the gaps. A head that waits for quota, or whose cluster's
+running work has no expected end, is held by the first rule alone.
 """
 
 from __future__ import annotations
@@ -96,27 +109,34 @@ class HeadReservation:
 
 @dataclass(frozen=True, slots=True)
 class BackfillVerdict:
-    """Whether an AppWrapper behind the head may start now, and the sentence why."""
+    """Whether an AppWrapper behind the head may start now, and the sentence why.
+
+    ``promised``: it may start only on the promise to end by the reservation (it takes
+    reserved room); it is held to that."""
 
     allowed: bool
     message: str
+    promised: bool = False
 
 
 def may_backfill(reservation: HeadReservation, *, takes: Mapping[str, ResourceList],
                  expected_end: datetime | None) -> BackfillVerdict:
     """EASY backfill for a candidate that fits now: ``takes`` is what it would hold per
     place (``Placement.node_requests()``), ``expected_end`` when it should end (None:
-    not known, so it must not touch the reserved room)."""
+    not known). One that leaves the reserved room whole may start even if it runs for
+    ever, on no promise; else one expected to end by the reservation starts on the
+    promise to (``promised``); else it waits."""
     when = reservation.start.isoformat()
-    if expected_end is not None and expected_end <= reservation.start:
-        return BackfillVerdict(True, f"it is expected to end by {expected_end.isoformat()}, "
-                                     f"before the reservation for {reservation.head} at {when}")
     empty = ResourceList()
     for place, used in sorted(takes.items()):
         needed = reservation.needs.get(place, empty)
         if not used or not needed:
             continue
         if not (used + needed).fits_in(reservation.free_at_start.get(place, empty)):
+            if expected_end is not None and expected_end <= reservation.start:
+                return BackfillVerdict(
+                    True, f"it is expected to end by {expected_end.isoformat()}, before "
+                          f"the reservation for {reservation.head} at {when}", promised=True)
             ends = ("no expected end" if expected_end is None
                     else f"it is expected to end at {expected_end.isoformat()}")
             return BackfillVerdict(False, f"it would take room on {place} reserved for "

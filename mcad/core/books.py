@@ -35,11 +35,13 @@ from mcad.core.headofline import HeadOfLine
 from mcad.core.placement import ClusterBoard, Placement, fit_gang
 from mcad.core.plans import HoldRoom, PreemptionPlan, ShrinkOrder
 from mcad.core.quota import QuotaAssignment, QuotaCharge, QuotaForest, QuotaProblem
+from mcad.core.reservation import BrokenPromise
 from mcad.core.resources import ResourceList
 from mcad.core.snapshot import (
     PREEMPTED,
     Admitted,
     AppWrapperEntry,
+    BackfillPromise,
     Blocked,
     CycleResult,
     Dispatch,
@@ -100,6 +102,8 @@ class CycleBooks:
         self.order: FairOrder[AppWrapperEntry] | None = None
         self.running = running
         self.draining_for: dict[AppWrapperKey, list[AppWrapperEntry]] = {}
+        self.broken_for: dict[AppWrapperKey, list[BrokenPromise]] = {}
+        """Heads of the line, and the backfills whose promise to them came due."""
         self.evicted: set[AppWrapperKey] = set()
         self.shrinking: set[AppWrapperKey] = set()
         """Elastic AppWrappers ordered to shrink this cycle: they do not grow."""
@@ -196,16 +200,18 @@ class CycleBooks:
 
     def dispatch(self, entry: AppWrapperEntry, assignment: QuotaAssignment,
                  placement: Placement, *, pods: int | None = None,
-                 placed: bool = True) -> None:
+                 placed: bool = True, promise: BackfillPromise | None = None) -> None:
         """Dispatch ``entry``: quota charged, and its nodes (``placed``: already charged
-        to the board by the placement that found them)."""
+        to the board by the placement that found them); ``promise``: started by
+        reservation backfill on it."""
         if not placed:
             self.board.replace(placement)
         demand = entry.demand
         assert demand is not None
         total = demand.total if pods is None else demand.pod_sets[0].requests.scale(pods)
         self.charge(assignment, total)
-        self.dispatches.append(Dispatch(entry.key, placement.cluster, placement, pods))
+        self.dispatches.append(Dispatch(entry.key, placement.cluster, placement, pods,
+                                        promise))
 
     def pend(self, key: AppWrapperKey, reason: PendingReason, message: str) -> None:
         self.pending.append(Pending(key, reason, message))
@@ -234,6 +240,23 @@ class CycleBooks:
             if self.hold(demand, room):
                 break
         self.pend(entry.key, PendingReason.WAITING_FOR_PREEMPTION, plan.waiting)
+
+    def note_broken(self, broken: Iterable[BrokenPromise]) -> None:
+        """Backfills whose promise to a waiting head came due, by that head."""
+        for one in broken:
+            self.broken_for.setdefault(one.head, []).append(one)
+
+    def evict_broken(self, head: AppWrapperKey) -> None:
+        """Evict the backfills that broke their promise to ``head``, as preemption
+        victims of it: out of the books' eviction candidates, their quota returned in
+        ``after_evictions``, and counted among the head's draining victims, so the head
+        holds the room they free while they go (``preemptor.while_victims_drain``)."""
+        for broken in self.broken_for.pop(head, ()):
+            key = broken.entry.key
+            if key in self.evicted:
+                continue
+            self._evict((key,), head, broken.message)
+            self.draining_for.setdefault(head, []).append(broken.entry)
 
     def grow(self, key: AppWrapperKey, assignment: QuotaAssignment, cluster: int,
              more: Demand, *, pods: int, message: str, pin: TopologyPin | None = None) -> bool:

@@ -17,7 +17,9 @@ When the last cycle is carried, stated once:
    controller keeps a node's capacity while nothing on it changes), reservations, pods
    held, labels, readiness and kinds; the same running AppWrappers.
 3. Time did not reach anything: no requeue pause ended, the head of the line did not
-   start to starve (its reservation would move things), no priority grows with time.
+   start to starve (its reservation would move things), no backfill promise came due
+   (its backfill would be evicted), no priority grows with time; and no head that a
+   backfill promise was made to came back or changed (its promise may be due).
 4. What changed among the waiting is within reach. A waiting AppWrapper's reason rests
    on the books as the cycle reaches it: the head of the line (once seen, its
    reservation), the one preemption turn for capacity, rooms held for victims (the
@@ -118,7 +120,10 @@ class _Memo:
     plain: bool = True
     carriable: bool = False
     wake_at: datetime | None = None
-    """The earliest moment a requeue pause ends or the head of the line starves."""
+    """The earliest moment a requeue pause ends, the head of the line starves or a
+    backfill promise comes due."""
+    promised_to: frozenset[AppWrapperKey] = frozenset()
+    """The heads the running work's backfill promises were made to."""
     head_seen: AppWrapperEntry | None = None
     """The AppWrapper that was the first in line to wait (the head, starving or not)."""
 
@@ -208,15 +213,20 @@ def _full(snapshot: Snapshot) -> _Memo:
     memo.carriable = not (result.dispatches or result.evictions or result.resizes) and not \
         any(e.priority_slope for e in memo.queued.values()) and \
         snapshot.policy.backfill is BackfillRule.MCAD
-    memo.wake_at = _wake_at(memo)
+    promises = [e.backfill_promise for e in snapshot.appwrappers
+                if e.backfill_promise is not None and isinstance(e.phase, Admitted)]
+    memo.promised_to = frozenset(p.head for p in promises)
+    memo.wake_at = _wake_at(memo, [p.end for p in promises])
     return memo
 
 
-def _wake_at(memo: _Memo) -> datetime | None:
-    """When time alone would change the last decisions: a pause ends, the head starves."""
+def _wake_at(memo: _Memo, promised: list[datetime]) -> datetime | None:
+    """When time alone would change the last decisions: a pause ends, the head starves,
+    a backfill promise comes due (``promised``: when the running work's do)."""
     now = memo.snapshot.now
     moments = [e.not_before for e in memo.queued.values()
                if e.not_before is not None and e.not_before > now]
+    moments += [end for end in promised if end > now]
     assert memo.books is not None
     line = memo.books.line
     if line.seen and line.head is None:  # the head is known and not starving yet
@@ -259,7 +269,7 @@ def _carry(memo: _Memo, snapshot: Snapshot) -> CycleResult | str:
     if snapshot.policy != last.policy or snapshot.quota is not last.quota:
         return "the policy or the quota forest changed"
     if memo.wake_at is not None and snapshot.now >= memo.wake_at:
-        return "a requeue pause ended or the head of the line starves"
+        return "a requeue pause ended, the head of the line starves or a promise is due"
     if not _same_clusters(last.clusters, snapshot.clusters):
         return "a cluster changed"
     entries = _by_id(snapshot)
@@ -275,6 +285,8 @@ def _carry(memo: _Memo, snapshot: Snapshot) -> CycleResult | str:
             continue  # the same AppWrapper, built again
         if isinstance(entry.phase, Admitted) or (was is not None and was.key not in old):
             return "the running work changed"
+        if entry.key in memo.promised_to:  # its promise may be due: phase 1 decides
+            return "a head that running work made a backfill promise to changed"
         changed.append(entry)
     if any(key not in old for key in stale):
         return "the running work changed"

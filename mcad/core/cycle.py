@@ -22,12 +22,16 @@ Phases:
 1. The running AppWrappers are charged to the books' quota (they hold quota); they are
    the eviction candidates. Their pods already hold capacity, through the nodes'
    requests or the clusters' reservations (the board was built with the books: per-node
-   free room, every cluster's reservations placed first).
+   free room, every cluster's reservations placed first). Those started by reservation
+   backfill whose promise to a still-waiting head came due are noted
+   (``mcad.core.reservation.broken_promises``).
 2. The queued AppWrappers are ordered: within quota first, then fair shares (plain
    priority order without quota trees).
 3. Each queued AppWrapper, in that order, gets exactly one outcome, from the first check
    it fails: RequeuePause, InvalidDemand, QuotaNodeNotFound, NoMatchingCluster,
-   WaitingForPreemption (its victims are still going), QuotaExceeded,
+   WaitingForPreemption (its victims are still going; or, a head that cannot start now,
+   the backfills that broke their promise to it are evicted, as preemption victims
+   are), QuotaExceeded,
    InsufficientCapacity, WaitingForHeadOfLine; or it is dispatched, and its quota and
    nodes are charged at once, so no later decision counts on them. An elastic one
    refused at full size starts smaller when it can; one blocked by quota or room may
@@ -60,12 +64,14 @@ from mcad.core.placement import EVERY_CLUSTER, Placement, pod_of, retell
 from mcad.core.plans import PreemptionPlan
 from mcad.core.quota import QuotaAssignment, QuotaProblem
 from mcad.core.quotagate import QuotaAnswer, check_quota
+from mcad.core.reservation import broken_promises
 from mcad.core.resources import ResourceList
 from mcad.core.snapshot import (
     PREEMPTED,
     QUEUED,
     Admitted,
     AppWrapperEntry,
+    BackfillPromise,
     Blocked,
     CyclePolicy,
     CycleResult,
@@ -113,6 +119,9 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
     for entry in snapshot.appwrappers:
         (admitted if isinstance(entry.phase, Admitted) else queued).append(entry)
     books.hold_running(admitted)
+    # Backfills still running when their promise to a waiting head came due: they go
+    # when that head is decided, unless it can start without their room.
+    books.note_broken(broken_promises(admitted, queued, now=snapshot.now))
     if trace is not None:
         trace.started(books)
 
@@ -196,6 +205,9 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
     if isinstance(candidates, str):
         books.pend(entry.key, PendingReason.NO_MATCHING_CLUSTER, candidates)
         return
+    if books.broken_for and entry.key in books.broken_for and \
+            not preemptor.fits_now(books, entry, demand, assignment, candidates):
+        books.evict_broken(entry.key)  # and, just below, it holds their room meanwhile
     if books.draining_for and entry.key in books.draining_for:
         waiting = preemptor.while_victims_drain(books, entry, demand, assignment, candidates)
         if waiting is not None:
@@ -212,9 +224,9 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
         return
     if not _quota(books, entry, demand, assignment, candidates, key=quota_key):
         return
-    placement = _place(books, entry, demand, assignment, candidates)
-    if placement is not None:
-        books.dispatch(entry, assignment, placement)
+    placed = _place(books, entry, demand, assignment, candidates)
+    if placed is not None:
+        books.dispatch(entry, assignment, placed[0], promise=placed[1])
 
 
 def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
@@ -261,8 +273,10 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
 
 
 def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
-           assignment: QuotaAssignment, candidates: tuple[int, ...]) -> Placement | None:
-    """Its nodes (charged to the board), or None when its outcome was given instead."""
+           assignment: QuotaAssignment, candidates: tuple[int, ...]
+           ) -> tuple[Placement, BackfillPromise | None] | None:
+    """Its nodes (charged to the board) and the promise it starts on, if any; or None
+    when its outcome was given instead."""
     shape = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
                    for s in demand.pod_sets), candidates, demand.topology)
     cached = books.capacity_misfits.get(shape)
@@ -275,8 +289,8 @@ def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
                                       policy=books.policy.placement, avoid=entry.avoid_cluster)
         if isinstance(placement, Placement):
             refused = books.line.admits(entry, placement)
-            if refused is None:
-                return placement
+            if not isinstance(refused, Blocked):
+                return placement, refused
             # It would delay the head's reservation: not a misfit of its shape (another
             # of the same shape that ends sooner may go), so not cached.
             books.board.unplace(placement)
@@ -330,5 +344,10 @@ def _start_small(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
                                 policy=books.policy.placement)
     if start is None:
         return False
-    books.dispatch(entry, assignment, start.placement, pods=start.pods, placed=False)
+    # Smaller, it is a backfill like any other: the head's reservation has its say.
+    verdict = books.line.admits(entry, start.placement)
+    if isinstance(verdict, Blocked):
+        return False
+    books.dispatch(entry, assignment, start.placement, pods=start.pods, placed=False,
+                   promise=verdict)
     return True

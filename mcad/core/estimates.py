@@ -14,13 +14,15 @@ What the plan assumes, stated once:
 - running work ends at its expected end (``expected_end``; one already past it ends at
   once, the most hopeful guess, corrected on the next refresh); running work with no
   expected end runs on past the horizon;
-- AppWrappers being taken back (draining, or evicted by the first cycle) are gone at
-  once, and not requeued in the plan;
-- no preemption after the first cycle (which is the real one, at the real ``now``): the
+- AppWrappers being taken back (draining, or evicted by any cycle of the plan) are gone
+  at once, and not requeued in the plan;
+- no preemption after the first cycle (which is the real one, at the real ``now``), but
+  for backfills evicted when their promise to a waiting head comes due: the
   plan is what happens if everything runs to its end; an AppWrapper that would evict
   someone later is estimated as if it waited (an upper bound for it);
 - elastic AppWrappers keep the size they start with (growth is not planned);
-- a requeue pause ending is a moment of its own (the AppWrapper may go then).
+- a requeue pause ending is a moment of its own (the AppWrapper may go then), and so is
+  a backfill's promise coming due (it may be evicted then).
 
 Cost: at most ``max_steps`` cycles, each one ``dispatch_cycle`` (tens of milliseconds
 for 10,000 queued AppWrappers) plus rebuilding the snapshot without the ended and with
@@ -158,7 +160,9 @@ def plan(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, datetime],
         pauses = (e.not_before for e in current.appwrappers
                   if not isinstance(e.phase, Admitted) and e.not_before is not None
                   and e.not_before > current.now)
-        moment = min((*ends.values(), *pauses), default=None)
+        promised = (e.backfill_promise.end for e in current.appwrappers
+                    if e.backfill_promise is not None and e.backfill_promise.end > current.now)
+        moment = min((*ends.values(), *pauses, *promised), default=None)
         if moment is None:
             if endless:
                 shown = ", ".join(sorted(endless)[:3]) + (", ..." if len(endless) > 3 else "")
@@ -173,6 +177,8 @@ def plan(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, datetime],
         result = dispatch_cycle(current)
         yield PlanStep(index, moment, ended, current, result)
         current = _started(current, result, runtime_of, ends)
+        for eviction in result.evictions:  # a backfill's promise broken: gone at once
+            ends[eviction.key] = moment
     return (f"not started within the plan's budget of {max_steps} cycles "
             f"(it reached {current.now.isoformat()})")
 

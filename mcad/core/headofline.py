@@ -4,7 +4,8 @@ The rules are stated in ``mcad.core.backfill`` (backfill with a starvation guard
 reservation-based). This module, one of the cycle's parts, is their state for one cycle:
 who the head is, and what is reserved for it (its quota charged in ``held_quota``; its
 nodes held when it fits now, or one cluster closed to everyone behind it when it fits
-nowhere yet; or, by reservation, nodes at a future moment: ``promise``), and the
+nowhere yet; by reservation, nodes at a future moment: ``promise``, and the hold
+besides once it starves and that moment came without it starting), and the
 questions the cycle asks: may this AppWrapper still use a cluster, may it start on the
 nodes it found, and would it have fitted but for the reservation.
 """
@@ -19,7 +20,7 @@ from mcad.core.demand import Demand
 from mcad.core.placement import ClusterBoard, Placement, PlacementPolicy, resource_weight_order
 from mcad.core.quota import QuotaAssignment, QuotaForest
 from mcad.core.reservation import Promise, promise
-from mcad.core.snapshot import AppWrapperEntry, Blocked, PendingReason
+from mcad.core.snapshot import AppWrapperEntry, BackfillPromise, Blocked, PendingReason
 
 
 class HeadOfLine:
@@ -80,7 +81,11 @@ class HeadOfLine:
                                    now=self.now)
             if self.promise is not None:
                 self.head = entry
-                return
+                if self.promise.reservation.start > self.now:
+                    return  # ahead: what starts before it is held to its promise
+        # Starving, the head is held for as under MCAD's rule, its reservation come due
+        # or not (work that started before it overran): its wait stays bounded by the
+        # threshold, or its reservation, plus the drain of what runs.
         if not self.backfill.is_starving(now=self.now,
                                          waiting_since=entry.queued_since or entry.created):
             return
@@ -96,16 +101,18 @@ class HeadOfLine:
                 return
         self.closed_cluster = self._cluster_to_drain(demand, candidates)
 
-    def admits(self, entry: AppWrapperEntry, placement: Placement) -> Blocked | None:
-        """None when ``entry``, placed now, may start; else why it waits for the head's
+    def admits(self, entry: AppWrapperEntry, placement: Placement
+               ) -> Blocked | BackfillPromise | None:
+        """Whether ``entry``, placed now, may start: None, freely; a ``BackfillPromise``,
+        on the promise to end by the head's reservation; else why it waits for that
         reservation (reservation backfill only)."""
         held = self.promise
         if held is None:
             return None
-        why = held.admits(entry, placement, now=self.now)
-        if why is None:
-            return None
-        return Blocked(PendingReason.WAITING_FOR_HEAD_OF_LINE, why)
+        verdict = held.admits(entry, placement, now=self.now)
+        if not isinstance(verdict, str):
+            return verdict
+        return Blocked(PendingReason.WAITING_FOR_HEAD_OF_LINE, verdict)
 
     def would_fit_unreserved(self, demand: Demand, candidates: tuple[int, ...]) -> bool:
         """True when ``demand`` fits but for the head's held nodes or closed cluster."""

@@ -140,12 +140,8 @@ def while_victims_drain(books: CycleBooks, entry: AppWrapperEntry, demand: Deman
     """``entry``'s victims (from an earlier cycle) are still going: hold its quota and
     room and wait; None when it can go already (decide it as anyone else)."""
     victims = books.draining_for[entry.key]
-    if books.quota.fits(assignment, demand.total) is None:
-        trial = books.board.place(demand, books.line.open(candidates),
-                                  policy=books.policy.placement, avoid=entry.avoid_cluster)
-        if isinstance(trial, Placement):
-            books.board.unplace(trial)
-            return None
+    if fits_now(books, entry, demand, assignment, candidates):
+        return None
     rooms = []
     for i in candidates:
         leaving = books.holders_on(i, victims)
@@ -156,6 +152,19 @@ def while_victims_drain(books: CycleBooks, entry: AppWrapperEntry, demand: Deman
                             f"{'s' if len(victims) > 1 else ''} to go: "
                             f"{', '.join(sorted(v.key for v in victims))}"),
         hold=tuple(rooms))
+
+
+def fits_now(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
+             assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
+    """True when ``entry`` fits its quota and some cluster open to it as things are."""
+    if books.quota.fits(assignment, demand.total) is not None:
+        return False
+    trial = books.board.place(demand, books.line.open(candidates),
+                              policy=books.policy.placement, avoid=entry.avoid_cluster)
+    if isinstance(trial, Placement):
+        books.board.unplace(trial)
+        return True
+    return False
 
 
 def fits_after_eviction(books: CycleBooks, demand: Demand, candidates: tuple[int, ...],

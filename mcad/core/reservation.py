@@ -10,9 +10,15 @@ room in this search (it may run for ever); pods dispatched but not bound yet are
 released either. The earliest cluster wins (ties: the first by name).
 
 Behind the head, ``Promise.admits`` answers for an AppWrapper that fits now: it starts
-when ``may_backfill`` allows (expected to end by the reservation, or leaving the
-reserved room whole); one that will still run then is counted against the reserved
-nodes' free room, so two backfills cannot together take what each alone would leave.
+when ``may_backfill`` allows. One that leaves the reserved room whole starts on no
+promise and is counted against the reserved nodes' free room (it may still run then),
+so two backfills cannot together take what each alone would leave; one that takes
+reserved room starts on a ``BackfillPromise`` to end by the reservation's start, which
+its dispatch records (``status.backfillPromise``). ``broken_promises`` finds, at every
+cycle, those still running when their promise comes due while their head waits: when
+that head's turn comes in the cycle and it cannot start as things are, the cycle evicts
+them for it, as preemption victims (a run time misstated, or learned from a family's
+shorter runs, must not hold the head back: Slurm ends such a job at its time limit).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from mcad.core.capacity import AppWrapperKey
 from mcad.core.demand import Demand
 from mcad.core.placement import ClusterBoard, Placement, fit_gang, placement_of
 from mcad.core.resources import ResourceList
-from mcad.core.snapshot import Admitted, AppWrapperEntry
+from mcad.core.snapshot import Admitted, AppWrapperEntry, BackfillPromise
 
 
 def expected_end(entry: AppWrapperEntry) -> datetime | None:
@@ -54,8 +60,10 @@ class Promise:
     will still run then take."""
 
     def admits(self, entry: AppWrapperEntry, placement: Placement, *,
-               now: datetime) -> str | None:
-        """None when ``entry`` may start on ``placement`` now; else why not."""
+               now: datetime) -> BackfillPromise | str | None:
+        """Whether ``entry`` may start on ``placement`` now: None, on no promise; a
+        ``BackfillPromise``, on the promise to end by the reservation; else a sentence
+        that says why it waits."""
         if placement.cluster != self.cluster:
             return None
         takes = {place_key(placement.cluster, node): requests
@@ -67,11 +75,50 @@ class Promise:
         verdict = may_backfill(reservation, takes=takes, expected_end=end)
         if not verdict.allowed:
             return f"it fits now, but {verdict.message}"
-        if end is None or end > self.reservation.start:
-            for place, used in takes.items():
-                if place in self.free:
-                    self.free[place] = (self.free[place] - used).clamp_zero()
+        if verdict.promised:  # gone by the start, or evicted then: its room is the head's
+            return BackfillPromise(AppWrapperKey(self.reservation.head),
+                                   self.reservation.start)
+        for place, used in takes.items():  # it may stay past the start: count it
+            if place in self.free:
+                self.free[place] = (self.free[place] - used).clamp_zero()
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokenPromise:
+    """An admitted AppWrapper started on a ``BackfillPromise`` that came due while its
+    head still waits: evicted for the head, with ``message``, unless the head can start
+    without its room."""
+
+    entry: AppWrapperEntry
+    head: AppWrapperKey
+    message: str
+
+
+def broken_promises(admitted: Iterable[AppWrapperEntry], queued: Iterable[AppWrapperEntry],
+                    *, now: datetime) -> list[BrokenPromise]:
+    """The admitted AppWrappers whose backfill promise came due (``now`` at or past its
+    end) while the head it was made to is still queued, in the same wait: not started
+    and requeued since the promise (its last requeue, if any, is no later than the
+    backfill's dispatch: both moments are the controller's). One already being taken
+    back is left to go; one whose head started or is gone keeps running (the promise
+    died with the head's wait)."""
+    waiting = {e.key: e for e in queued}
+    broken = []
+    for entry in admitted:
+        held = entry.backfill_promise
+        if held is None or now < held.end or entry.draining:
+            continue
+        head = waiting.get(held.head)
+        if head is None or (head.queued_since is not None and entry.dispatched is not None
+                            and head.queued_since > entry.dispatched):
+            continue
+        broken.append(BrokenPromise(
+            entry, held.head,
+            f"started by reservation backfill on the promise to end by "
+            f"{held.end.isoformat()}, before the reservation of {held.head}; still "
+            f"running at {now.isoformat()}"))
+    return broken
 
 
 def promise(board: ClusterBoard, head: AppWrapperEntry, demand: Demand,

@@ -72,6 +72,18 @@ QUEUED = Queued()
 
 
 @dataclass(frozen=True, slots=True)
+class BackfillPromise:
+    """What a job started by reservation backfill promised the head of the line: it took
+    room reserved for ``head`` because it was expected to end by ``end``, the start of
+    that reservation, and it is held to that (``mcad.core.reservation.broken_promises``:
+    still running then, while ``head`` waits and cannot start without it, it is
+    evicted)."""
+
+    head: AppWrapperKey
+    end: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class AppWrapperEntry:
     """One AppWrapper as the cycle sees it."""
 
@@ -109,6 +121,9 @@ class AppWrapperEntry:
     expected_runtime: float | None = None
     """Seconds it is expected to run once started (declared, or learned from its
     family's past runs); None: not known. Reservation backfill reads it."""
+    backfill_promise: BackfillPromise | None = None
+    """Admitted by reservation backfill on the promise to end before the head's
+    reservation (``status.backfillPromise``); None: admitted on no promise."""
     since: float = field(init=False, repr=False, compare=False)
     """``queued_since or created`` as POSIX seconds: the queue's sort key, computed once
     per entry (the controller keeps entries across cycles) since sorting 10,000 aware
@@ -157,6 +172,8 @@ class Dispatch(NamedTuple):
     placement: Placement
     pods: int | None = None
     """Elastic, dispatched below its full size: the pods it starts with."""
+    promise: BackfillPromise | None = None
+    """Started by reservation backfill on this promise to the head of the line."""
 
 
 class Resize(NamedTuple):

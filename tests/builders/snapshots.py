@@ -32,6 +32,7 @@ from mcad.core.elastic import sized
 from mcad.core.placement import ClusterSelector, PlacementPolicy
 from mcad.core.quota import QuotaForest
 from mcad.core.resources import EMPTY
+from mcad.core.snapshot import BackfillPromise
 from mcad.core.topology import TopologyPin
 from mcad.core.victims import PreemptionPolicy
 from tests.builders.appwrappers import make_appwrapper
@@ -88,6 +89,7 @@ class EntryBuilder:
         self._expected_end: datetime | None = None
         self._runtime: float | None = None
         self._elastic: tuple[int, int | None] | None = None
+        self._promise: BackfillPromise | None = None
 
     def priority(self, priority: int) -> EntryBuilder:
         self._priority = priority
@@ -178,6 +180,11 @@ class EntryBuilder:
         self._runtime = seconds
         return self
 
+    def promised(self, head: str, end: datetime) -> EntryBuilder:
+        """Admitted by reservation backfill on the promise to ``head`` to end by ``end``."""
+        self._promise = BackfillPromise(AppWrapperKey(head), end)
+        return self
+
     def draining(self, for_key: str | None = None) -> EntryBuilder:
         """Being taken back (evicted for ``for_key``, or requeued)."""
         self._draining = True
@@ -206,7 +213,7 @@ class EntryBuilder:
             draining_for=(AppWrapperKey(self._draining_for) if self._draining_for
                           else None), expected_end=self._expected_end,
             elastic_min=elastic_min, full_pods=full_pods,
-            expected_runtime=self._runtime)
+            expected_runtime=self._runtime, backfill_promise=self._promise)
 
 
 class SnapshotBuilder:

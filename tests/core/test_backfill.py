@@ -75,24 +75,31 @@ RESERVED = HeadReservation(
                    "n3": ResourceList.of(gpu=8)})
 
 
-@pytest.mark.parametrize(("takes", "expected_end", "want_allowed", "want_message"), [
+@pytest.mark.parametrize(("takes", "expected_end", "want_allowed", "want_message",
+                          "want_promised"), [
     ({"n1": {"gpu": 8}}, at(1200), True,
      "it is expected to end by 2024-05-01T10:20:00+00:00, before the reservation for "
-     "default/head at 2024-05-01T10:30:00+00:00"),
-    ({"n1": {"gpu": 8}}, at(1800), True, "it is expected to end by"),  # ends just in time
+     "default/head at 2024-05-01T10:30:00+00:00", True),
+    ({"n1": {"gpu": 8}}, at(1800), True, "it is expected to end by", True),  # just in time
     ({"n1": {"gpu": 1}}, at(1801), False,
      "it would take room on n1 reserved for default/head from 2024-05-01T10:30:00+00:00, "
-     "and it is expected to end at 2024-05-01T10:30:01+00:00"),
+     "and it is expected to end at 2024-05-01T10:30:01+00:00", False),
     ({"n3": {"gpu": 8}}, at(9999), True,
-     "it leaves the room reserved for default/head from 2024-05-01T10:30:00+00:00 untouched"),
-    ({"n2": {"gpu": 4}}, None, True, "untouched"),            # the half the head leaves
-    ({"n2": {"gpu": 5}}, None, False, "and no expected end"),  # one GPU too many
-    ({"n2": {"gpu": 4}, "n1": {"gpu": 1}}, None, False, "room on n1"),
+     "it leaves the room reserved for default/head from 2024-05-01T10:30:00+00:00 untouched",
+     False),
+    ({"n2": {"gpu": 4}}, None, True, "untouched", False),            # the half it leaves
+    ({"n2": {"gpu": 4}}, at(1200), True, "untouched", False),  # whole: no promise needed
+    ({"n2": {"gpu": 5}}, None, False, "and no expected end", False),  # one GPU too many
+    ({"n2": {"gpu": 4}, "n1": {"gpu": 1}}, None, False, "room on n1", False),
 ])
 def test_easy_backfill_keeps_the_heads_reservation(
         takes: dict[str, dict[str, int]], expected_end: datetime | None,
-        want_allowed: bool, want_message: str) -> None:
+        want_allowed: bool, want_message: str, want_promised: bool) -> None:
+    """A candidate that leaves the reserved room whole starts on no promise, however
+    long it runs; one that takes reserved room starts only on the promise to end by
+    the reservation (and is held to it: ``test_backfill_promises``)."""
     got = may_backfill(RESERVED, takes={k: ResourceList.of(**v) for k, v in takes.items()},
                        expected_end=expected_end)
     assert got.allowed is want_allowed
     assert got.message.startswith(want_message) or want_message in got.message
+    assert got.promised is want_promised

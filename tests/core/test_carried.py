@@ -3,7 +3,8 @@
 A property test drives random queues through a run of cycles, as the controller would:
 each cycle's dispatches become running work (their pods reserved on their cluster),
 evictions start draining, some AppWrappers leave, new ones arrive, time moves on, a
-cluster sometimes changes; at every step ``CarriedCycle.decide`` must give the same
+cluster sometimes changes, and some running work holds backfill promises to waiting
+AppWrappers that come due along the way; at every step ``CarriedCycle.decide`` must give the same
 dispatches, evictions and resizes as ``dispatch_cycle``, and the same reason and
 sentence for every waiting AppWrapper. Table cases show when it carries and when it
 decides in full.
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from mcad.core.capacity import AppWrapperKey, Reservation
 from mcad.core.carried import CarriedCycle
 from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry, Snapshot, dispatch_cycle
-from mcad.core.snapshot import CycleResult
+from mcad.core.snapshot import BackfillPromise, CycleResult
 from mcad.core.topology import TopologyRequest
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_tree
@@ -43,7 +44,8 @@ def applied(snapshot: Snapshot, result: CycleResult) -> Snapshot:
         entry = by_key[dispatch.key]
         pin = dispatch.placement.pin
         by_key[dispatch.key] = dataclasses.replace(
-            entry, phase=Admitted(dispatch.cluster, pin=pin), dispatched=snapshot.now)
+            entry, phase=Admitted(dispatch.cluster, pin=pin), dispatched=snapshot.now,
+            backfill_promise=dispatch.promise)
         if entry.demand is not None:
             reserve.setdefault(dispatch.cluster, []).append(
                 Reservation(dispatch.key, entry.demand.pod_sets, pin=pin))
@@ -70,9 +72,26 @@ def arrivals(draw: st.DrawFn, first: int) -> list[AppWrapperEntry]:
     return out
 
 
+def with_promises(snapshot: Snapshot, data: st.DataObject) -> Snapshot:
+    """Some of the running work started by reservation backfill, on promises to queued
+    AppWrappers (or to one gone) that come due within the cycles to come."""
+    queued = [e.key for e in snapshot.appwrappers if not isinstance(e.phase, Admitted)]
+    heads = [*queued, AppWrapperKey("ns/gone")]
+    entries = []
+    for entry in snapshot.appwrappers:
+        if isinstance(entry.phase, Admitted) and data.draw(st.booleans()):
+            entries.append(dataclasses.replace(entry, backfill_promise=BackfillPromise(
+                data.draw(st.sampled_from(heads)),
+                snapshot.now + timedelta(seconds=data.draw(st.integers(0, 1500))))))
+        else:
+            entries.append(entry)
+    return dataclasses.replace(snapshot, appwrappers=tuple(entries))
+
+
 def run_cycles(snapshot: Snapshot, data: st.DataObject) -> None:
     """Six cycles as a controller runs them, checking each carried one against a full one."""
     carried = CarriedCycle()
+    snapshot = with_promises(snapshot, data)
     arrived = 0
     for _step in range(6):
         full = dispatch_cycle(snapshot)
@@ -260,3 +279,31 @@ def test_a_carried_wait_for_the_head_of_line_is_the_same_object_as_before() -> N
     assert all(a is b for a, b in zip(later.pending, result.pending, strict=True))
 
 
+
+
+def test_a_backfill_promise_coming_due_is_decided_in_full() -> None:
+    """Running work started on a promise to ``w0`` to end by 10:03:20: a cycle a second
+    before is carried; the one then runs in full and evicts it for ``w0``; so does
+    one where ``w0``, a moment out of the cycle (a failed persist's hold), comes back."""
+    builder = full_spoke_with_a_queue()
+    first = builder.add(make_entry("lied").job(gpu=8).labels(**{TREE: "a"}).admitted(
+        "spoke-1").dispatched(at(0)).promised("default/w0", at(200))).obj()
+    carried = CarriedCycle()
+    carried.decide(first)
+    assert dispatch_cycle(first).evictions == ()
+    before = carried.decide(dataclasses.replace(first, now=at(199)))
+    assert carried.carried and before.evictions == ()
+    due = dataclasses.replace(first, now=at(200))
+    assert decisions(carried.decide(due)) == decisions(dispatch_cycle(due))
+    assert not carried.carried
+    assert [(e.key, e.for_key) for e in dispatch_cycle(due).evictions] == [
+        ("default/lied", "default/w0")]
+
+    without_w0 = dataclasses.replace(first, now=at(201), appwrappers=tuple(
+        e for e in first.appwrappers if e.key != "default/w0"))
+    carried = CarriedCycle()
+    carried.decide(without_w0)
+    assert carried.decide(dataclasses.replace(without_w0, now=at(202))).evictions == ()
+    back = dataclasses.replace(first, now=at(203))
+    assert decisions(carried.decide(back)) == decisions(dispatch_cycle(back))
+    assert not carried.carried and dispatch_cycle(back).evictions != ()

@@ -18,7 +18,7 @@ from mcad.core.capacity import AppWrapperKey
 from mcad.core.cycle import dispatch_cycle
 from mcad.core.estimates import Estimate, estimate_starts, plan
 from mcad.core.quota import QuotaAssignment
-from mcad.core.snapshot import Admitted, AppWrapperEntry, Snapshot
+from mcad.core.snapshot import Admitted, AppWrapperEntry, BackfillPromise, Snapshot
 from tests.builders.clusters import make_cluster
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import EntryBuilder, SnapshotBuilder, at, make_entry, make_snapshot
@@ -112,6 +112,18 @@ def test_a_job_past_its_expected_end_is_assumed_to_end_at_once() -> None:
     snapshot = two_running(make_entry("gang").job(pods=1, gpu=8)).obj()
     got = estimates(snapshot, {"a": at(-3000), "b": at(1800)})[key("gang")]
     assert got.start == at(-600)
+
+
+def test_a_backfill_is_planned_to_go_when_its_promise_to_the_head_comes_due() -> None:
+    """``b`` was backfilled on the promise to end by 10:30, the head's reservation, but
+    is now expected to run until 12:00 (its family's history grew): the plan evicts it
+    at 10:30, as the controller will, and the head starts then."""
+    snapshot = two_running(make_entry("head").job(pods=2, gpu=8).created(at(-900)))
+    promised = [dataclasses.replace(e, backfill_promise=BackfillPromise(key("head"), at(1800)))
+                if e.key == key("b") else e for e in snapshot.obj().appwrappers]
+    got = estimates(dataclasses.replace(snapshot.obj(), appwrappers=tuple(promised)),
+                    {"a": at(600), "b": at(7200)})
+    assert got[key("head")].start == at(1800)
 
 
 @pytest.mark.parametrize(("ends", "horizon", "max_steps", "want_basis"), [

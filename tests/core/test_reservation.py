@@ -80,7 +80,8 @@ def test_two_backfills_cannot_together_take_what_each_would_leave() -> None:
     leave 4, but not together."""
     cluster = (make_cluster("c1").nodes(2, gpu=8).used(0, gpu=8)
                .held("default/a", 0, gpu=8))
-    snapshot = make_snapshot(now=NOW).clusters(cluster).policy(backfill="reservation").add(
+    snapshot = make_snapshot(now=NOW).clusters(cluster).policy(
+        backfill="reservation", starvation_seconds=3600).add(
         make_entry("a").job(gpu=8).admitted("c1").dispatched(at(-600)).runtime(2400),
         make_entry("head").job(pods=3, gpu=4).created(at(-300)).priority(5),
         make_entry("x").job(gpu=4).created(at(-200)).runtime(7200),
