@@ -68,13 +68,12 @@ async def test_kubectl_mcad_queue_lists_the_waiting_in_order(
     # argument after "mcad" to it, as it would for any plugin.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
                                  f"{os.environ.get('PATH', '')}"}
-    env.pop("MCAD_CONTROLLER", None)
 
     async def listed() -> list[str] | None:
         code, out, err = await run(str(kubectl_path), "mcad", "queue", "-n", ns, "-o", "json",
                                    "--kubeconfig", str(mcad.hub_kubeconfig), env=env)
         assert code == 0, err
-        names = [i["name"] for i in json.loads(out)["items"]]
+        names = [i["metadata"]["name"] for i in json.loads(out)["items"]]
         return names if len(names) == 2 else None
 
     assert await wait_until(listed, within=30, what="two AppWrappers queued") == ["high", "low"]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.cluster.topology import free_ports
 from e2e.clusters import Cluster, kubectl
 from e2e.controller import REPO
 from e2e.dispatch.conftest import (
@@ -133,6 +134,13 @@ def test_the_service_account_may_do_exactly_what_mcad_needs(
     assert can_i(kubectl_path, installed, verb, resource, namespace) is allowed
 
 
+def deployment_tls() -> tuple[str, ...]:
+    """The Deployment's TLS arguments on a loopback port: the webhook and the visibility
+    API as the manifests register them (mcad keeps only their caBundles)."""
+    return ("--webhook-address", f"127.0.0.1:{free_ports(1)[0]}",
+            "--visibility-service", "mcad-system/mcad-visibility")
+
+
 async def test_mcad_running_as_the_service_account_dispatches_to_a_spoke(
         installed: Cluster, kubectl_path: Path, mcad: ControllerProcess,
         clusters: dict[str, Cluster], aw_namespace: str, tmp_path: Path) -> None:
@@ -140,7 +148,7 @@ async def test_mcad_running_as_the_service_account_dispatches_to_a_spoke(
     # The Deployment's arguments, with the ConfigMap's file, on loopback ports.
     as_deployed = ControllerProcess(kubeconfig, tmp_path, name="mcad-as-sa", extra_args=(
         "--config", str(REPO / "manifests/base/mcad-config.yaml"),
-        "--health-address", "127.0.0.1:0"))
+        "--health-address", "127.0.0.1:0", *deployment_tls()))
     mcad.stop()  # the session's controller (admin rights) must not be the one dispatching
     try:
         as_deployed.start()
@@ -167,7 +175,8 @@ async def test_the_local_overlay_lets_mcad_dispatch_to_the_hub_itself(
     assert "--local" in args
     kubeconfig = service_account_kubeconfig(installed, kubectl_path, tmp_path / "sa.kubeconfig")
     local = ControllerProcess(kubeconfig, tmp_path, name="mcad-local", extra_args=(
-        "--config", str(REPO / "manifests/base/mcad-config.yaml"), "--local"))
+        "--config", str(REPO / "manifests/base/mcad-config.yaml"), "--local",
+        *deployment_tls()))
     mcad.stop()
     try:
         local.start()
