@@ -49,6 +49,8 @@ SECRETS = ResourceRef("v1", "Secret", "secrets", namespaced=True)
 EVENTS = ResourceRef("v1", "Event", "events", namespaced=True)
 SUBJECTACCESSREVIEWS = ResourceRef("authorization.k8s.io/v1", "SubjectAccessReview",
                                    "subjectaccessreviews", namespaced=False)
+SELFSUBJECTREVIEWS = ResourceRef("authentication.k8s.io/v1", "SelfSubjectReview",
+                                 "selfsubjectreviews", namespaced=False)
 VALIDATING_WEBHOOKS = ResourceRef("admissionregistration.k8s.io/v1",
                                   "ValidatingWebhookConfiguration",
                                   "validatingwebhookconfigurations", namespaced=False)
