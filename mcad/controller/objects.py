@@ -109,9 +109,9 @@ class ObjectManager:
 
     def _planned(self, rec: AppWrapperRecord) -> list[WrappedObject] | Refusal:
         return self.config.refused_namespace(rec.namespace) or wrapped_objects(
-                name=rec.name, namespace=rec.namespace, uid=rec.uid, spec=rec.spec,
-                kind_allowed=self.config.kind_allowed,
-                token_secrets_allowed=self.config.allow_service_account_token_secrets)
+            name=rec.name, namespace=rec.namespace, uid=rec.uid, spec=rec.spec,
+            kind_allowed=self.config.kind_allowed,
+            token_secrets_allowed=self.config.allow_service_account_token_secrets)
 
     def usable_link(self, cluster: str) -> SpokeLink | None:
         link = self.state.links.get(cluster)
