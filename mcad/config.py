@@ -32,10 +32,17 @@ from pydantic.alias_generators import to_camel
 from mcad.api.documents import yaml_problem
 from mcad.core.backfill import BackfillRule
 from mcad.core.cycle import CyclePolicy
+from mcad.core.namespaces import (
+    DEFAULT_PATTERNS,
+    matching_pattern,
+    pattern_problem,
+    refused_namespace,
+)
 from mcad.core.placement import PlacementPolicy
 from mcad.core.requeue import GrowthType, RequeuePolicy
 from mcad.core.topology import label_key_problem
 from mcad.core.victims import PreemptionPolicy
+from mcad.core.wrapping import Refusal
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KIND = r"[A-Za-z][A-Za-z0-9]*"
@@ -169,8 +176,14 @@ class RunConfig(_Settings):
     AppWrapper's namespace's name when it exists (made by the platform, with its
     ResourceQuota and policies) and creates it, labelled as mcad's, when it is missing.
     managed: only into namespaces mcad created or that carry the label
-    workload.codeflare.dev/managed=true, for spokes shared with strangers. Either way the
-    system namespaces (kube-*, mcad's own) are refused."""
+    workload.codeflare.dev/managed=true, for spokes shared with strangers. Either way
+    refusedNamespaces, mcad's own namespace, its identity's on each spoke and the
+    namespaces a spoke's admin labels cluster.codeflare.dev/closed=true are refused."""
+    refused_namespaces: list[str] = Field(default_factory=lambda: list(DEFAULT_PATTERNS))
+    """Patterns (* any characters, ? one) of namespaces where mcad creates no
+    AppWrapper's objects on any cluster; an AppWrapper in one is refused at admission
+    and fails before it is dispatched. mcad's own namespace and, on each spoke, the
+    namespace of the identity mcad uses there are refused whatever the list says."""
     quota_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
     """Namespaces QuotaSubtrees are read from (the controller's own namespace too); a
     QuotaSubtree anywhere else is ignored, so creating one grants nobody quota."""
@@ -244,6 +257,24 @@ class RunConfig(_Settings):
             if key in value[:index]:
                 raise ValueError(f"[{index}] names {key} twice; each level once")
         return value
+
+    @field_validator("refused_namespaces")
+    @classmethod
+    def _patterns_are_namespace_globs(cls, value: list[str]) -> list[str]:
+        for index, pattern in enumerate(value):
+            problem = pattern_problem(pattern)
+            if problem is not None:
+                raise ValueError(f"[{index}] {problem}")
+        if matching_pattern("kube-system", value) is None:
+            raise ValueError(f"is {value!r}, which lets AppWrappers into kube-system; the "
+                             'list replaces the default, so keep "kube-*" in it')
+        return value
+
+    def refused_namespace(self, namespace: str) -> Refusal | None:
+        """Why no AppWrapper's objects are created in ``namespace`` on any cluster (a
+        refusedNamespaces pattern, or mcad's own namespace), or None."""
+        return refused_namespace(namespace, patterns=self.refused_namespaces,
+                                 controller_namespace=self.namespace)
 
     def reads_quota_from(self, namespace: str) -> bool:
         """May a QuotaSubtree in ``namespace`` grant quota?"""

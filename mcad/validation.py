@@ -5,7 +5,8 @@ says (the webhook) and what the dispatcher does must never disagree. An AppWrapp
 checked against the models the CRD is generated from, its demand is read as the
 dispatcher reads it (``mcad.core.demand``), and its wrapped objects are checked as they
 would be created (``mcad.core.wrapping``: allowed kinds, no cluster-scoped objects, no
-other namespace, no ServiceAccount-token Secrets unless allowed, no system namespace).
+other namespace, no ServiceAccount-token Secrets unless allowed, no namespace that
+``refusedNamespaces`` or mcad's own refuses: ``mcad.core.namespaces``).
 
 One bound comes first: at most ``MAX_WRAPPED_ITEMS`` items. The webhook checks every
 item, builds every manifest and asks the hub about every wrapped kind before it answers
@@ -28,7 +29,6 @@ from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem
 from mcad.core.wrapping import (
     Refusal,
     WrappedObject,
-    system_namespace,
     wrapped_kinds,
     wrapped_objects,
 )
@@ -80,7 +80,7 @@ def check_appwrapper(doc: Any, *, config: RunConfig, namespace: str = "") -> App
         if problem is not None:
             out.problems.append(f"metadata.annotations: {problem}")
     where = namespace or str(meta.get("namespace") or "")
-    refused = system_namespace(where, controller_namespace=config.namespace) if where else None
+    refused = config.refused_namespace(where) if where else None
     if refused is not None:
         out.problems.append(f"metadata.namespace: {refused.message}")
     planned = wrapped_objects(

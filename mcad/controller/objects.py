@@ -33,6 +33,7 @@ from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import HubWriter
 from mcad.core.elastic import merged, resized_manifest
+from mcad.core.namespaces import CLOSED_LABEL, closed_refusal
 from mcad.core.topology import pinned
 from mcad.core.wrapping import (
     Refusal,
@@ -40,7 +41,6 @@ from mcad.core.wrapping import (
     for_remote_spoke,
     is_ours,
     owned_by,
-    system_namespace,
     wrapped_objects,
 )
 from mcad.gateway import refs, verbs
@@ -108,11 +108,10 @@ class ObjectManager:
         return rec.observed.per_generation("followed", make)
 
     def _planned(self, rec: AppWrapperRecord) -> list[WrappedObject] | Refusal:
-        return system_namespace(rec.namespace, controller_namespace=self.config.namespace) \
-            or wrapped_objects(
-                name=rec.name, namespace=rec.namespace, uid=rec.uid, spec=rec.spec,
-                kind_allowed=self.config.kind_allowed,
-                token_secrets_allowed=self.config.allow_service_account_token_secrets)
+        return self.config.refused_namespace(rec.namespace) or wrapped_objects(
+            name=rec.name, namespace=rec.namespace, uid=rec.uid, spec=rec.spec,
+            kind_allowed=self.config.kind_allowed,
+            token_secrets_allowed=self.config.allow_service_account_token_secrets)
 
     def usable_link(self, cluster: str) -> SpokeLink | None:
         link = self.state.links.get(cluster)
@@ -222,7 +221,13 @@ class ObjectManager:
         mcad's, with Pod Security enforced). One that exists is the same team's
         (``spokeNamespaces: same``, the default) and is used as it is; with
         ``spokeNamespaces: managed`` only one mcad made or labelled is, and otherwise
-        the sentence says why not."""
+        the sentence says why not. One its admin closed (a label set after the cycle
+        decided: the link's watch, or the namespace as read here) or the namespace of
+        mcad's identity there is refused before anything is created in it."""
+        closed = closed_refusal(namespace, cluster=link.name, closed=link.closed_namespaces,
+                                identity=link.identity_namespace)
+        if closed is not None:
+            return closed
         if namespace in link.namespaces_made:
             return None
         assert link.conn is not None
@@ -234,7 +239,11 @@ class ObjectManager:
                 "metadata": {"name": namespace, "labels": labels}})
         except AlreadyExists:
             existing = await verbs.get(link.conn, refs.NAMESPACES, namespace)
-            managed = ((existing.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL)
+            labels = (existing.get("metadata") or {}).get("labels") or {}
+            if labels.get(CLOSED_LABEL) == "true":
+                return closed_refusal(namespace, cluster=link.name, closed=(namespace,),
+                                      identity=None)
+            managed = labels.get(MANAGED_LABEL)
             if managed != "true" and not link.local and \
                     self.config.spoke_namespaces == "managed":
                 return Refusal("NamespaceNotManaged", (

@@ -4,8 +4,12 @@ A ``SpokeLink`` watches the cluster's nodes and pods (``Informer``: list-then-wa
 polling) and keeps per-node requested resources current incrementally, so building the
 cluster's ``ClusterCapacity`` for a dispatch cycle costs one pass over the nodes. It
 also watches, per wrapped kind, the objects that carry an AppWrapper uid label, to read
-their conditions for completion. Every change calls ``on_change`` with the uids of the
-AppWrappers it concerns, so the controller reacts to events, not timers.
+their conditions for completion; and the namespaces its admin closed to mcad (label
+``cluster.codeflare.dev/closed=true``: a watch with that label selector, so only those
+few are sent). On connecting it asks who mcad is there (a SelfSubjectReview): the
+namespace of that identity, a ServiceAccount's, is closed too (``mcad.core.namespaces``).
+Every change calls ``on_change`` with the uids of the AppWrappers it concerns, so the
+controller reacts to events, not timers.
 
 A link (re)built for a cluster (a rotated kubeconfig Secret, a re-registered cluster, a
 restart) watches again, before it is ready, every wrapped kind that the AppWrappers
@@ -46,11 +50,19 @@ from mcad.core.capacity import (
     Reservation,
 )
 from mcad.core.demand import Taint, pod_request
+from mcad.core.namespaces import CLOSED_LABEL, identity_namespace
 from mcad.core.resources import EMPTY, ResourceList
 from mcad.core.wrapping import UID_LABEL
-from mcad.gateway import refs
+from mcad.gateway import refs, verbs
 from mcad.gateway.connection import SHARED_VALUE_CHARS, Connection, WriteFence
-from mcad.gateway.errors import ApiError, BadKubeconfig, GatewayError, UnknownKind
+from mcad.gateway.errors import (
+    ApiError,
+    BadKubeconfig,
+    Forbidden,
+    GatewayError,
+    NotFound,
+    UnknownKind,
+)
 from mcad.gateway.refs import Discovery, ResourceRef
 
 log = logging.getLogger(__name__)
@@ -135,6 +147,11 @@ class SpokeLink:
     _pod_epoch: int = 0
     namespaces_made: set[str] = field(default_factory=set)
     """Namespaces known to exist on the cluster (reset whenever the link reconnects)."""
+    closed_namespaces: frozenset[str] = frozenset()
+    """Namespaces labelled ``cluster.codeflare.dev/closed=true`` here, as last watched."""
+    identity_namespace: str | None = None
+    """The namespace of the ServiceAccount mcad acts as here (None: another identity,
+    or the cluster does not say)."""
     _informers: dict[str, Informer] = field(default_factory=dict)
     _kinds: dict[str, Informer] = field(default_factory=dict)
     _supervisor: Supervisor | None = None
@@ -160,6 +177,13 @@ class SpokeLink:
         except GatewayError as err:
             self._set_health(False, "ConnectFailed", str(err))
             raise
+        try:
+            self.identity_namespace = await self._identity(conn)
+        except GatewayError as err:
+            self._set_health(False, "ConnectFailed", f"cannot ask the cluster who mcad is "
+                                                     f"there (SelfSubjectReview): {err}")
+            await conn.close()
+            raise
         conn.write_fence = self.fence
         self.conn, self.discovery = conn, Discovery(conn)
         self._reset()
@@ -171,8 +195,12 @@ class SpokeLink:
             # (interned here): decoded plainly, a pod event costs half as much.
             "pods": Informer(conn, refs.PODS, self._on_pod, key=_by_uid, keep=_identity,
                              on_sync=self._on_sync, shared=False),
+            "namespaces": Informer(conn, refs.NAMESPACES, self._on_namespace, key=_by_name,
+                                   keep=_identity, label_selector=f"{CLOSED_LABEL}=true",
+                                   on_sync=self._on_sync),
         }
-        self._set_health(False, "Syncing", "listing the cluster's nodes and pods")
+        self._set_health(False, "Syncing", "listing the cluster's nodes, pods and closed "
+                                           "namespaces")
         try:
             await self._supervisor.run(*((name, informer.run)
                                          for name, informer in self._informers.items()),
@@ -191,6 +219,7 @@ class SpokeLink:
         self.pod_epochs.clear()
         self.held_by.clear()
         self.namespaces_made.clear()
+        self.closed_namespaces = frozenset()
         self._kinds.clear()
         self._node_cache.clear()
         self._probe_failures = 0
@@ -216,7 +245,8 @@ class SpokeLink:
             return
         # A wrapped kind's watch that is still listing does not make the cluster less
         # usable (nothing reads its objects but progress, which waits for them), so
-        # only nodes and pods must be synced; a kind's broken watch still counts.
+        # only nodes, pods and the closed namespaces must be synced; a kind's broken
+        # watch still counts.
         behind = [name for name, informer in self._informers.items() if not informer.synced]
         # A kind answered 404 is not served any more (its CRD went): not a broken cluster
         # (discovery notices within a period and stops following it).
@@ -247,6 +277,23 @@ class SpokeLink:
         if synced:
             self.last_contact = utcnow()
         self._refresh_health()
+
+    async def _identity(self, conn: Connection) -> str | None:
+        """The namespace of the ServiceAccount mcad acts as on the cluster (a
+        SelfSubjectReview: whoever is authenticated may ask it). A cluster that does not
+        serve it (before Kubernetes 1.28) or refuses it says nothing: logged, and
+        ``refusedNamespaces`` is then the way to close that namespace."""
+        try:
+            review = await verbs.create(conn, refs.SELFSUBJECTREVIEWS, {
+                "apiVersion": refs.SELFSUBJECTREVIEWS.api_version,
+                "kind": refs.SELFSUBJECTREVIEWS.kind}, fenced=False)
+        except (NotFound, Forbidden) as err:
+            log.warning("cluster %s does not say who mcad is there (SelfSubjectReview: %s); "
+                        "the namespace of its identity is not refused there unless "
+                        "refusedNamespaces names it", self.name, err.message)
+            return None
+        user = ((review.get("status") or {}).get("userInfo") or {}).get("username")
+        return identity_namespace(str(user or ""))
 
     async def _discover(self) -> None:
         """Learn which kinds the cluster serves, at once and then every 30 s (a CRD
@@ -293,7 +340,7 @@ class SpokeLink:
             self._refresh_health()
             await asyncio.sleep(PROBE_PERIOD_S)
 
-    # -- nodes and pods -----------------------------------------------------------------
+    # -- nodes, pods and closed namespaces ----------------------------------------------
     def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
         if kind == "DELETED":
@@ -301,6 +348,18 @@ class SpokeLink:
         else:
             self.nodes[name] = _slim_node(obj)
         self._node_cache.pop(name, None)
+        self.on_change(self.name, (), True)
+
+    def _on_namespace(self, kind: str, obj: dict[str, Any]) -> None:
+        """A namespace labelled closed (or no longer: a watch with a label selector sends
+        DELETED for one that stops matching): the cycle decides again."""
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        closed = kind != "DELETED" and (meta.get("labels") or {}).get(CLOSED_LABEL) == "true"
+        if closed == (name in self.closed_namespaces):
+            return
+        self.closed_namespaces = self.closed_namespaces | {name} if closed \
+            else self.closed_namespaces - {name}
         self.on_change(self.name, (), True)
 
     def _on_pod(self, kind: str, obj: dict[str, Any]) -> None:
@@ -421,7 +480,9 @@ class SpokeLink:
                                schedulable=self.schedulable and not self.leftovers,
                                reservations=reservations,
                                kinds=self.discovery.kinds if self.discovery else None,
-                               held_by=held_by or {}, topology=self.topology)
+                               held_by=held_by or {}, topology=self.topology,
+                               closed_namespaces=self.closed_namespaces,
+                               identity_namespace=self.identity_namespace)
 
 
 def _by_name(obj: Mapping[str, Any]) -> str:

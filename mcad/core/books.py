@@ -90,6 +90,9 @@ class CycleBooks:
         """With one tree (the usual case) the label value alone keys an assignment."""
         self.board = ClusterBoard(snapshot.clusters)
         self.everywhere = self.board.eligible()
+        self.closed_namespaces = self.board.closed_namespaces
+        """Namespaces some cluster closes (``mcad.core.namespaces``): looked up once per
+        queued AppWrapper, only when there are any."""
         # The head of line reads the running work through the list, not through the
         # books: a callable holding ``self`` made every cycle's books a reference cycle,
         # freed only by the garbage collector's full passes (with 10,000 running, 50,000

@@ -99,15 +99,21 @@ class ClusterCapacity:
     schedulable: bool = True
     reservations: tuple[Reservation, ...] = ()
     kinds: frozenset[tuple[str, str]] | None = None
+    """The (apiVersion, kind) pairs the cluster serves; None when not known (then any)."""
     held_by: Mapping[AppWrapperKey, tuple[tuple[NodeName, ResourceList], ...]] = field(
         default_factory=dict)
     """What each dispatched AppWrapper's bound pods request, per node: what evicting it
     would give back (read by preemption only)."""
-    """The (apiVersion, kind) pairs the cluster serves; None when not known (then any)."""
     topology: tuple[str, ...] = ()
     """Its topology levels: node label keys, broadest first (the SpokeCluster's
     ``spec.topology.levels``, else the policy's); empty: a node label an AppWrapper names
     is a level as it stands (``mcad.core.domains``)."""
+    closed_namespaces: frozenset[str] = frozenset()
+    """Its namespaces that its admin labelled ``cluster.codeflare.dev/closed: "true"``:
+    no AppWrapper of those namespaces goes there (``mcad.core.namespaces``)."""
+    identity_namespace: str | None = None
+    """The namespace of the ServiceAccount mcad acts as there (None: not one): no
+    AppWrapper of that namespace goes there, where a Pod could mount its token."""
 
     @property
     def usable(self) -> bool:

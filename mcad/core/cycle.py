@@ -28,10 +28,10 @@ Phases:
 2. The queued AppWrappers are ordered: within quota first, then fair shares (plain
    priority order without quota trees).
 3. Each queued AppWrapper, in that order, gets exactly one outcome, from the first check
-   it fails: RequeuePause, InvalidDemand, QuotaNodeNotFound, NoMatchingCluster,
-   WaitingForPreemption (its victims are still going; or, a head that cannot start now,
-   the backfills that broke their promise to it are evicted, as preemption victims
-   are), QuotaExceeded,
+   it fails: RequeuePause, InvalidDemand, QuotaNodeNotFound, NoMatchingCluster (no
+   cluster it may use, or each one closes its namespace), WaitingForPreemption (its
+   victims are still going; or, a head that cannot start now, the backfills that broke
+   their promise to it are evicted, as preemption victims are), QuotaExceeded,
    InsufficientCapacity, WaitingForHeadOfLine; or it is dispatched, and its quota and
    nodes are charged at once, so no later decision counts on them. An elastic one
    refused at full size starts smaller when it can; one blocked by quota or room may
@@ -60,6 +60,7 @@ from mcad.core.books import CycleBooks, Turn
 from mcad.core.demand import Demand
 from mcad.core.domainfit import candidates_knowing
 from mcad.core.fairness import FairOrder
+from mcad.core.namespaces import open_candidates
 from mcad.core.placement import EVERY_CLUSTER, Placement, pod_of, retell
 from mcad.core.plans import PreemptionPlan
 from mcad.core.quota import QuotaAssignment, QuotaProblem
@@ -199,6 +200,10 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
         candidates = books.board.eligible(entry.clusters, selector, entry.kinds)
     else:
         candidates = books.everywhere
+    closed = books.closed_namespaces
+    if closed and entry.namespace in closed and not isinstance(candidates, str):
+        # A cluster that closes its namespace (its admin's label, mcad's identity) is out.
+        candidates = open_candidates(books.board, candidates, entry.namespace)
     if demand.topology is not None and not isinstance(candidates, str):
         # A level that no cluster it may use knows is refused with a sentence.
         candidates = candidates_knowing(books.board, candidates, demand.topology)

@@ -27,6 +27,7 @@ from datetime import datetime
 from mcad.core.capacity import AppWrapperKey, ClusterCapacity, NodePool
 from mcad.core.demand import Demand
 from mcad.core.domainfit import DomainVerdict, domain_verdicts
+from mcad.core.namespaces import closed_on
 from mcad.core.placement import NoFit, fit_gang, place
 from mcad.core.quantity import format_quantity
 from mcad.core.quota import DEFAULT_NODE, QuotaAssignment, QuotaForest, QuotaProblem
@@ -211,6 +212,9 @@ def _may_not_use(entry: AppWrapperEntry, cluster: ClusterCapacity) -> str | None
     if entry.kinds and not cluster.serves(entry.kinds):
         missing = ", ".join(f"{k} ({v})" for v, k in cluster.unserved(entry.kinds))
         return f"does not serve {missing}"
+    closed = closed_on(cluster, entry.namespace)
+    if closed is not None:
+        return closed.message
     if not cluster.ready:
         return "not ready"
     if not cluster.schedulable:

@@ -41,6 +41,7 @@ from mcad.core.capacity import (
     blocking_taints,
 )
 from mcad.core.demand import Demand, PodSet
+from mcad.core.namespaces import closed_anywhere
 from mcad.core.quantity import format_quantity
 from mcad.core.resources import ResourceList
 from mcad.core.topology import TopologyPin
@@ -302,6 +303,8 @@ class ClusterBoard:
         self._eligible: dict[tuple[object, ...], tuple[int, ...] | str] = {}
         self.kinds_differ = any(c.kinds is not None for c in self.clusters)
         """True when some cluster says which kinds it serves (so kinds can rule it out)."""
+        self.closed_namespaces = closed_anywhere(self.clusters)
+        """Every namespace closed on some cluster (``mcad.core.namespaces``)."""
 
     def index(self, name: str) -> int | None:
         return self._index.get(name)

@@ -128,8 +128,12 @@ class AppWrapperEntry:
     """``queued_since or created`` as POSIX seconds: the queue's sort key, computed once
     per entry (the controller keeps entries across cycles) since sorting 10,000 aware
     datetimes costs more than the rest of the sort."""
+    namespace: str = field(init=False, repr=False, compare=False)
+    """The namespace part of ``key``, split once per entry: the cycle looks it up in the
+    namespaces closed on some cluster (``mcad.core.namespaces``)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "namespace", self.key.partition("/")[0])
         moment = self.queued_since or self.created
         try:  # (naive: UTC, as everywhere in the core; datetime.min: first of all)
             since = (moment if moment.tzinfo is not None

@@ -84,19 +84,6 @@ class Refusal:
     message: str
 
 
-def system_namespace(namespace: str, *, controller_namespace: str) -> Refusal | None:
-    """Why mcad refuses to create an AppWrapper's objects in ``namespace`` on any
-    cluster, or None. Namespaces are taken as the same owner's on every cluster (SIG
-    Multicluster's namespace sameness), except the system ones: ``kube-*`` and mcad's
-    own, where objects made with mcad's rights could reach what their submitter may not."""
-    if namespace.startswith("kube-") or namespace == controller_namespace:
-        return Refusal("SystemNamespace", (
-            f"namespace {namespace} is a system namespace (kube-* and mcad's own "
-            f"{controller_namespace}); mcad does not create AppWrappers' objects there on "
-            "any cluster: submit it in the namespace of the team that runs it"))
-    return None
-
-
 def wrapped_kinds(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """The (apiVersion, kind) of every object an AppWrapper wraps, sorted, once each."""
     items = (spec.get("resources") or {}).get("GenericItems") or []

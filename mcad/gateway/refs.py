@@ -51,6 +51,8 @@ SUBJECTACCESSREVIEWS = ResourceRef("authorization.k8s.io/v1", "SubjectAccessRevi
                                    "subjectaccessreviews", namespaced=False)
 TOKENREVIEWS = ResourceRef("authentication.k8s.io/v1", "TokenReview", "tokenreviews",
                            namespaced=False)
+SELFSUBJECTREVIEWS = ResourceRef("authentication.k8s.io/v1", "SelfSubjectReview",
+                                 "selfsubjectreviews", namespaced=False)
 CONFIGMAPS = ResourceRef("v1", "ConfigMap", "configmaps", namespaced=True)
 SERVICES = ResourceRef("v1", "Service", "services", namespaced=True)
 ENDPOINTSLICES = ResourceRef("discovery.k8s.io/v1", "EndpointSlice", "endpointslices",

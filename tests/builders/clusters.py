@@ -93,6 +93,8 @@ class ClusterBuilder:
         self._reservations: list[Reservation] = []
         self._held: dict[AppWrapperKey, list[tuple[NodeName, ResourceList]]] = {}
         self._levels: tuple[str, ...] = ()
+        self._closed: frozenset[str] = frozenset()
+        self._identity: str | None = None
 
     def nodes(self, count: int, **shape: int | str) -> ClusterBuilder:
         """Add ``count`` identical nodes with this allocatable shape."""
@@ -175,6 +177,16 @@ class ClusterBuilder:
         self._schedulable = False
         return self
 
+    def closes(self, *namespaces: str) -> ClusterBuilder:
+        """Its admin labelled these namespaces cluster.codeflare.dev/closed=true."""
+        self._closed = self._closed | set(namespaces)
+        return self
+
+    def identity(self, namespace: str) -> ClusterBuilder:
+        """mcad acts there as a ServiceAccount of ``namespace``."""
+        self._identity = namespace
+        return self
+
     def reserve(self, key: str, *pod_sets: PodSet,
                 pin: TopologyPin | None = None) -> ClusterBuilder:
         """Pods of a dispatched AppWrapper ``key`` not bound to a node yet."""
@@ -196,4 +208,5 @@ class ClusterBuilder:
                                schedulable=self._schedulable,
                                reservations=tuple(self._reservations),
                                held_by={k: tuple(v) for k, v in self._held.items()},
-                               topology=self._levels)
+                               topology=self._levels, closed_namespaces=self._closed,
+                               identity_namespace=self._identity)

@@ -240,3 +240,53 @@ def test_the_old_and_new_namespace_settings_together_are_a_sentence(tmp_path: Pa
                                           "both set; keep spokeNamespaces"):
         load_run_config(write(tmp_path, "allowUnmanagedNamespaces: true\n"
                                         "spokeNamespaces: managed"))
+
+
+# -- refused namespaces ------------------------------------------------------------------------
+
+def test_refused_namespaces_default_to_kube_and_openshift() -> None:
+    config = RunConfig()
+    assert config.refused_namespaces == ["kube-*", "openshift-*"]
+    for namespace in ("kube-system", "openshift-monitoring", "mcad-system"):
+        refusal = config.refused_namespace(namespace)
+        assert refusal is not None and refusal.reason == "SystemNamespace", namespace
+    assert config.refused_namespace("cert-manager") is None
+    assert config.refused_namespace("team-a") is None
+
+
+def test_an_admin_s_patterns_replace_the_default(tmp_path: Path) -> None:
+    config = load_run_config(write(tmp_path, """
+namespace: batch-control
+refusedNamespaces: ["kube-*", monitoring, "gpu-*", "cert-manage?"]
+"""))
+    refused = {ns: config.refused_namespace(ns) for ns in (
+        "kube-public", "monitoring", "gpu-operator", "cert-manager", "openshift-monitoring",
+        "batch-control", "team-a")}
+    assert {ns for ns, r in refused.items() if r is not None} == {
+        "kube-public", "monitoring", "gpu-operator", "cert-manager", "batch-control"}
+    said = refused["gpu-operator"]
+    assert said is not None
+    assert said.message.startswith("namespace gpu-operator is refused by the pattern gpu-* "
+                                   "(refusedNamespaces); mcad does not create")
+    own = refused["batch-control"]
+    assert own is not None and "is mcad's own namespace" in own.message
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("refusedNamespaces: [kube-*, Monitoring]",
+     "refusedNamespaces[1] is 'Monitoring'; a pattern is a namespace name (lower-case "
+     "letters, digits and '-', at most 63 characters) with * for any characters and ? for "
+     "one"),
+    ("refusedNamespaces: [kube-*, 'ops/*']", "refusedNamespaces[1] is 'ops/*'; a pattern"),
+    ("refusedNamespaces: ['*']",
+     "refusedNamespaces[0] is '*', which refuses every namespace, so no AppWrapper could run"),
+    ("refusedNamespaces: [monitoring]",
+     "refusedNamespaces is ['monitoring'], which lets AppWrappers into kube-system; the list "
+     'replaces the default, so keep "kube-*" in it'),
+    ("refusedNamespaces: []", "refusedNamespaces is [], which lets AppWrappers into "
+                              "kube-system"),
+    ("refusedNamespaces: kube-*", "refusedNamespaces should be a valid list, not 'kube-*'"),
+])
+def test_a_bad_refused_namespace_pattern_is_a_sentence(tmp_path: Path, text: str,
+                                                        says: str) -> None:
+    assert says in problem(tmp_path, text)

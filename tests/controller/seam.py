@@ -154,6 +154,7 @@ def spoke_transport(nodes: int = 4, gpus: int = 8,
                     "conditions": [{"type": "Ready", "status": "True"}]}}
         for i in range(nodes)]))
     spoke.on("GET", "/api/v1/pods", listing([]))
+    spoke.on("GET", "/api/v1/namespaces", listing([]))  # none closed (a labelled watch)
     core, groups = aggregated_discovery(*CORE_KINDS, ("batch/v1", "Job", "jobs", True))
     spoke.on("GET", "/api", core)
     spoke.on("GET", "/apis", groups)

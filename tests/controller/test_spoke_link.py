@@ -1,11 +1,14 @@
 """A spoke link over a scripted spoke: caches follow lists and watches (a relist drops
 what was deleted meanwhile, for nodes, pods and wrapped objects alike, so a stale
 Failed=True cannot outlive its Job), and health is ready only while every watch is
-synced and the API server answers its probe."""
+synced and the API server answers its probe. The namespaces its admin closed to mcad are
+followed by a labelled watch, and the namespace of mcad's identity there is learned when
+the link connects."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +20,7 @@ from mcad.controller import spoke_link
 from mcad.controller.spoke_link import SpokeLink
 from mcad.core.wrapping import UID_LABEL
 from mcad.gateway.connection import Connection
+from mcad.gateway.errors import ServerError
 from mcad.gateway.refs import ResourceRef
 from mcad.gateway.transport import TransportError
 from tests.gateway.scripted import (
@@ -79,6 +83,7 @@ async def running() -> AsyncIterator[Running]:
              listing([node("n1")]))
     spoke.on("GET", "/api/v1/pods", listing([pod("a", "n1"), pod("b", "n1")]),
              listing([pod("b", "n1")]))
+    spoke.on("GET", "/api/v1/namespaces", listing([]))
     task = asyncio.create_task(link.run(connect))
     yield Running(link, spoke, changes, task)
     task.cancel()
@@ -220,3 +225,116 @@ async def test_a_kind_whose_crd_is_removed_does_not_make_the_cluster_unready(
     await asyncio.sleep(spoke_link.DISCOVERY_PERIOD_S)
     assert "JobSet" not in link._kinds
     assert link.health.ready, link.health
+
+
+# -- closed namespaces and mcad's identity --------------------------------------------------
+
+NAMESPACES_PATH = "/api/v1/namespaces"
+REVIEWS_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+
+
+def namespace(name: str, closed: str | None = "true") -> dict[str, Any]:
+    labels = {} if closed is None else {"cluster.codeflare.dev/closed": closed}
+    return {"metadata": {"name": name, "uid": f"ns-{name}", "labels": labels}}
+
+
+def who(username: str) -> Any:
+    return reply(201, {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+                       "status": {"userInfo": {"username": username}}})
+
+
+@contextlib.asynccontextmanager
+async def link_on(*, listed: list[dict[str, Any]], review: Any = None
+                  ) -> AsyncIterator[Running]:
+    """A link to a spoke with two nodes, listing ``listed`` as its closed namespaces and
+    answering the SelfSubjectReview with ``review`` (None: not served, 404)."""
+    spoke = ScriptedTransport()
+    spoke.on("GET", "/readyz", reply(200))
+    core, groups = aggregated_discovery(*CORE_KINDS)
+    spoke.on("GET", "/api", core)
+    spoke.on("GET", "/apis", groups)
+    spoke.on("GET", "/api/v1/nodes", listing([node("n1"), node("n2")]))
+    spoke.on("GET", "/api/v1/pods", listing([]))
+    spoke.on("GET", NAMESPACES_PATH, listing(listed))
+    if review is not None:
+        spoke.on("POST", REVIEWS_PATH, review)
+    changes: list[tuple[str, tuple[str, ...], bool]] = []
+    link = SpokeLink(name="east", on_change=lambda c, uids, cap: changes.append(
+        (c, tuple(uids), cap)), on_health=lambda _c: None)
+
+    async def connect() -> Connection:
+        return spoke.connection("east")
+
+    task = asyncio.create_task(link.run(connect))
+    try:
+        yield Running(link, spoke, changes, task)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_the_closed_namespaces_are_watched_by_their_label_and_reach_the_capacity(
+        ) -> None:
+    async with link_on(listed=[namespace("cert-manager")]) as running:
+        await settle()
+        link = running.link
+        assert link.health.ready, link.health
+        (watch,) = [r for r in running.spoke.requests
+                    if r.method == "WATCH" and r.path == NAMESPACES_PATH]
+        assert watch.params["labelSelector"] == "cluster.codeflare.dev/closed=true"
+        assert link.capacity().closed_namespaces == {"cert-manager"}
+        running.changes.clear()
+        stream = running.spoke.live[NAMESPACES_PATH]
+        stream.event("ADDED", namespace("gpu-operator"))
+        await settle()
+        assert link.capacity().closed_namespaces == {"cert-manager", "gpu-operator"}
+        assert running.changes == [("east", (), True)]  # a cycle decides again
+        # The label taken off: the watch says DELETED (it no longer matches).
+        stream.event("DELETED", namespace("cert-manager"))
+        stream.event("MODIFIED", namespace("gpu-operator", closed="false"))
+        await settle()
+        assert link.capacity().closed_namespaces == frozenset()
+
+
+async def test_a_relist_drops_a_namespace_opened_meanwhile_and_a_link_not_synced_is_not_ready(
+        ) -> None:
+    async with link_on(listed=[namespace("cert-manager"), namespace("monitoring")]) as running:
+        await settle()
+        running.spoke.only("GET", NAMESPACES_PATH, TransportError("refused"))
+        break_watch(running.spoke, NAMESPACES_PATH)
+        await asyncio.sleep(3)
+        assert not running.link.health.ready  # what is closed is not known
+        assert "namespaces" in running.link.health.message
+        running.spoke.only("GET", NAMESPACES_PATH, listing([namespace("monitoring")]))
+        await asyncio.sleep(60)
+        assert running.link.health.ready
+        assert running.link.capacity().closed_namespaces == {"monitoring"}
+
+
+@pytest.mark.parametrize(("review", "want"), [
+    (who("system:serviceaccount:spoke-agents:mcad"), "spoke-agents"),
+    (who("kubernetes-admin"), None),
+    (None, None),  # not served (before Kubernetes 1.28): nothing learned, still ready
+    (status(403, "Forbidden"), None),
+])
+async def test_the_namespace_of_mcad_s_identity_is_learned_on_connecting(
+        review: Any, want: str | None) -> None:
+    async with link_on(listed=[], review=review) as running:
+        await settle()
+        assert running.link.health.ready, running.link.health
+        assert running.link.capacity().identity_namespace == want
+        (asked,) = running.spoke.sent("POST", REVIEWS_PATH)
+        assert asked.body == {"apiVersion": "authentication.k8s.io/v1",
+                              "kind": "SelfSubjectReview"}
+
+
+async def test_a_cluster_that_cannot_say_who_mcad_is_now_fails_the_connection() -> None:
+    """A failure that may pass (the API server busy) is a failed connection: the link's
+    supervisor connects again, and asks again."""
+    async with link_on(listed=[], review=status(500, "InternalError")) as running:
+        with pytest.raises(ServerError):  # the link's supervisor runs it again
+            await asyncio.wait_for(running.task, timeout=120)
+        assert not running.link.health.ready
+        assert running.link.health.reason == "ConnectFailed"
+        assert "SelfSubjectReview" in running.link.health.message
+        assert running.spoke.closed  # the connection is not left open

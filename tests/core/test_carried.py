@@ -6,7 +6,8 @@ evictions start draining, some AppWrappers leave, new ones arrive, time moves on
 cluster sometimes changes, and some running work holds backfill promises to waiting
 AppWrappers that come due along the way; at every step ``CarriedCycle.decide`` must give the same
 dispatches, evictions and resizes as ``dispatch_cycle``, and the same reason and
-sentence for every waiting AppWrapper. Table cases show when it carries and when it
+sentence for every waiting AppWrapper (a cluster's closed namespaces change too, and
+the AppWrappers are in two namespaces). Table cases show when it carries and when it
 decides in full.
 """
 
@@ -27,7 +28,7 @@ from mcad.core.topology import TopologyRequest
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, demand_of, make_entry, make_snapshot
-from tests.core.test_cycle_properties import TREE, snapshots
+from tests.core.test_cycle_properties import CLOSED, NAMESPACES, TREE, snapshots
 from tests.core.test_topology_properties import LEVELS, racked_clusters
 
 
@@ -63,7 +64,7 @@ def arrivals(draw: st.DrawFn, first: int) -> list[AppWrapperEntry]:
     for i in range(draw(st.integers(0, 4))):
         n = first + i
         out.append(AppWrapperEntry(
-            key=AppWrapperKey(f"ns/new{n}"), uid=f"uid-new{n}",
+            key=AppWrapperKey(f"{draw(NAMESPACES)}/new{n}"), uid=f"uid-new{n}",
             priority=draw(st.integers(0, 3)), created=at(draw(st.integers(0, 3000))),
             demand=demand_of(pod_set(draw(st.integers(1, 3)), gpu=draw(st.integers(0, 4)),
                                      cpu=draw(st.integers(1, 4)))),
@@ -120,6 +121,10 @@ def run_cycles(snapshot: Snapshot, data: st.DataObject) -> None:
             clusters = (dataclasses.replace(first, nodes=tuple(
                 dataclasses.replace(n, requested=n.requested.scale(0)) for n in first.nodes)),
                         *clusters[1:])
+        if data.draw(st.integers(0, 5)) == 0 and clusters:  # an admin (un)closes namespaces
+            last = clusters[-1]
+            clusters = (*clusters[:-1],
+                        dataclasses.replace(last, closed_namespaces=data.draw(CLOSED)))
         snapshot = dataclasses.replace(
             snapshot, now=snapshot.now + timedelta(seconds=data.draw(st.integers(0, 400))),
             clusters=clusters,
@@ -167,7 +172,7 @@ def crowded(draw: st.DrawFn) -> tuple[Snapshot, object]:
     more = []
     for i in range(draw(st.integers(10, 40))):
         more.append(AppWrapperEntry(
-            key=AppWrapperKey(f"ns/q{i}"), uid=f"uid-q{i:03d}",
+            key=AppWrapperKey(f"{draw(NAMESPACES)}/q{i}"), uid=f"uid-q{i:03d}",
             priority=draw(st.integers(0, 3)), created=at(draw(st.integers(0, 900))),
             demand=demand_of(pod_set(draw(st.integers(1, 2)), gpu=draw(st.integers(1, 4)),
                                      cpu=1)),

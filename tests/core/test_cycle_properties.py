@@ -38,6 +38,9 @@ from tests.builders.clusters import pod_set
 from tests.builders.snapshots import at, demand_of
 
 TREE = "q"
+CLOSED = st.sampled_from([frozenset(), frozenset(), frozenset({"ns"}), frozenset({"other"})])
+"""A cluster's namespaces labelled closed (the AppWrappers are in ``ns`` or ``other``)."""
+NAMESPACES = st.sampled_from(["ns", "ns", "ns", "other"])
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None,
                              suppress_health_check=[HealthCheck.too_slow])
 
@@ -59,7 +62,8 @@ def clusters(draw: st.DrawFn) -> tuple[ClusterCapacity, ...]:
             ))
         out.append(ClusterCapacity(name=ClusterName(f"c{c}"), nodes=tuple(nodes),
                                    labels={"region": draw(st.sampled_from(["e", "w"]))},
-                                   ready=draw(st.integers(0, 9)) > 0))
+                                   ready=draw(st.integers(0, 9)) > 0,
+                                   closed_namespaces=draw(CLOSED)))
     return tuple(out)
 
 
@@ -85,7 +89,7 @@ def appwrappers(draw: st.DrawFn) -> tuple[AppWrapperEntry, ...]:
                 for j in range(draw(st.integers(1, 2)))]
         admitted = draw(st.integers(0, 4)) == 0
         out.append(AppWrapperEntry(
-            key=AppWrapperKey(f"ns/aw{i}"), uid=f"uid-{i}",
+            key=AppWrapperKey(f"{draw(NAMESPACES)}/aw{i}"), uid=f"uid-{i}",
             priority=draw(st.integers(0, 3)), created=at(draw(st.integers(0, 600))),
             demand=demand_of(*sets),
             quota_labels={TREE: draw(st.sampled_from(["a", "b", "default"]))},

@@ -15,7 +15,6 @@ from mcad.core.wrapping import (
     WrappedObject,
     is_ours,
     owned_by,
-    system_namespace,
     wrapped_objects,
 )
 
@@ -172,18 +171,6 @@ def test_a_service_account_token_secret_is_refused_unless_allowed() -> None:
     plain = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
              "stringData": {"a": "b"}}
     assert isinstance(plan(plain), list)
-
-
-@pytest.mark.parametrize(("namespace", "refused"), [
-    ("default", False), ("team-a", False), ("kube-system", True), ("kube-public", True),
-    ("mcad-system", True), ("kubeflow", False),
-])
-def test_only_the_system_namespaces_are_refused(namespace: str, refused: bool) -> None:
-    refusal = system_namespace(namespace, controller_namespace="mcad-system")
-    assert (refusal is not None) == refused
-    if refusal is not None:
-        assert refusal.reason == "SystemNamespace"
-        assert f"namespace {namespace} is a system namespace" in refusal.message
 
 
 def test_the_plan_shares_what_it_does_not_change_with_the_spec() -> None:
