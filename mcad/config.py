@@ -32,6 +32,7 @@ from pydantic.alias_generators import to_camel
 from mcad.api.documents import yaml_problem
 from mcad.core.backfill import BackfillRule
 from mcad.core.cycle import CyclePolicy
+from mcad.core.health import AUTOPILOT_LABEL, FaultPolicy, NodeHealthRules
 from mcad.core.namespaces import (
     DEFAULT_PATTERNS,
     matching_pattern,
@@ -113,6 +114,83 @@ class RequeuingDefaults(_Settings):
             pause_time_in_seconds=self.pause_time_in_seconds,
             force_deletion_time_in_seconds=self.force_deletion_time_in_seconds,
         )
+
+
+class FaultToleranceSettings(_Settings):
+    """The defaults of AppWrapper v1beta2's fault-tolerance annotations
+    (``workload.codeflare.dev.appwrapper/...``, ``mcad.core.health``) for AppWrappers whose
+    annotations do not set them, in seconds; an annotation may not make a grace period
+    longer than ``gracePeriodMaximumSeconds``."""
+
+    admission_grace_period_seconds: float = Field(60.0, ge=0)
+    """The gang's pods must exist (Pending or later) this long after its objects are made."""
+    warmup_grace_period_seconds: float = Field(300.0, ge=0)
+    """... and be Running this long after."""
+    failure_grace_period_seconds: float = Field(60.0, ge=0)
+    """A failed pod: how long its own controller has to mend the gang before it is reset."""
+    retry_pause_period_seconds: float = Field(90.0, ge=0)
+    """A reset deletes everything, waits this long, then creates everything again."""
+    retry_limit: int = Field(3, ge=0)
+    """Resets before the AppWrapper is Failed."""
+    forceful_deletion_grace_period_seconds: float = Field(600.0, ge=0)
+    """Pods still there this long after a reset or a failure began deleting them are
+    deleted with no grace."""
+    deletion_on_failure_grace_period_seconds: float = Field(0.0, ge=0)
+    """How long a Failed AppWrapper's objects are kept (for debugging; it keeps its quota
+    meanwhile)."""
+    success_ttl_seconds: float = Field(7 * 86400.0, ge=0, alias="successTTLSeconds")
+    """A completed AppWrapper is deleted this long after it completed."""
+    grace_period_maximum_seconds: float = Field(86400.0, gt=0)
+    """No annotation may make a grace period longer."""
+    mcad_v1_defaults: bool = True
+    """An AppWrapper that sets none of the annotations keeps what MCAD did where MCAD
+    did something: a gang that never comes up is requeued by its
+    schedulingSpec.requeuing (not reset after the admission and warm-up graces), and a
+    completed one is kept (not deleted after successTTL). Failed pods, exit codes,
+    unhealthy nodes and failed or deleted objects are acted on for every AppWrapper.
+    false: the v1beta2 defaults above for every AppWrapper."""
+
+    def policy(self, *, mcad_v1: bool) -> FaultPolicy:
+        """The defaults as the core's policy; ``mcad_v1``: for an AppWrapper that sets no
+        annotation, when ``mcadV1Defaults`` holds."""
+        keep = mcad_v1 and self.mcad_v1_defaults
+        cap = self.grace_period_maximum_seconds
+        return FaultPolicy(
+            admission_grace=None if keep else min(self.admission_grace_period_seconds, cap),
+            warmup_grace=None if keep else min(self.warmup_grace_period_seconds, cap),
+            failure_grace=min(self.failure_grace_period_seconds, cap),
+            retry_pause=min(self.retry_pause_period_seconds, cap),
+            retry_limit=self.retry_limit,
+            forceful_deletion_grace=min(self.forceful_deletion_grace_period_seconds, cap),
+            deletion_on_failure_grace=min(self.deletion_on_failure_grace_period_seconds, cap),
+            success_ttl=None if keep else self.success_ttl_seconds)
+
+
+class NodeHealthSettings(_Settings):
+    """Which node label says how healthy a node's GPUs are, and what its values mean
+    (Autopilot's, by default): ``preferNot`` nodes are chosen last, ``noSchedule`` and
+    ``noExecute`` nodes take no new work, and gangs running on a ``noExecute`` node are
+    reset onto other nodes. Pods asking for ``resource`` get the matching node
+    anti-affinity."""
+
+    label: str = AUTOPILOT_LABEL
+    prefer_not: list[str] = Field(default_factory=lambda: ["WARN"])
+    no_schedule: list[str] = Field(default_factory=lambda: ["TESTING", "ERR"])
+    no_execute: list[str] = Field(default_factory=lambda: ["EVICT"])
+    resource: str = "nvidia.com/gpu"
+
+    @field_validator("label")
+    @classmethod
+    def _label_is_a_key(cls, value: str) -> str:
+        problem = label_key_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    def rules(self) -> NodeHealthRules:
+        return NodeHealthRules(self.label, frozenset(self.prefer_not),
+                               frozenset(self.no_schedule), frozenset(self.no_execute),
+                               self.resource)
 
 
 class PreemptionSettings(_Settings):
@@ -200,6 +278,11 @@ class RunConfig(_Settings):
     spoke_lost_seconds: float = Field(300.0, gt=0)
     """Seconds a cluster may not answer before the AppWrappers on it are requeued
     elsewhere (reason SpokeLost) and deletions there stop waiting for it."""
+    fault_tolerance: FaultToleranceSettings = Field(default_factory=FaultToleranceSettings)
+    """When a running gang is reset or failed, and when a completed one is deleted: the
+    defaults of AppWrapper v1beta2's annotations."""
+    node_health: NodeHealthSettings = Field(default_factory=NodeHealthSettings)
+    """The node label that says how healthy a node's GPUs are, and what it means."""
 
     @model_validator(mode="before")
     @classmethod

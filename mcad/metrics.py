@@ -122,6 +122,12 @@ _requeues = Counter(
 _evictions = Counter(
     "mcad_evictions_total", "Running AppWrappers evicted, by reason.",
     ["reason"], registry=REGISTRY)
+_resets = Counter(
+    "mcad_resets_total", "Running gangs reset whole (deleted, paused, created again), by "
+    "reason.", ["reason"], registry=REGISTRY)
+_failures = Counter(
+    "mcad_failures_total", "Running AppWrappers given up on (Failed) by gang health, by "
+    "reason.", ["reason"], registry=REGISTRY)
 _cluster_ready = Gauge(
     "mcad_cluster_ready", "1 when the cluster answers and its capacity is known, else 0.",
     ["cluster"], registry=REGISTRY)
@@ -278,6 +284,16 @@ def count_requeue(reason: str) -> None:
 def count_eviction(reason: str) -> None:
     """A running AppWrapper was evicted (preempted, lost its cluster...)."""
     _evictions.labels(reason=reason).inc()
+
+
+def count_reset(reason: str) -> None:
+    """A running gang was reset whole (``mcad.controller.resets``)."""
+    _resets.labels(reason=reason).inc()
+
+
+def count_failure(reason: str) -> None:
+    """A running AppWrapper was given up on by gang health."""
+    _failures.labels(reason=reason).inc()
 
 
 def report_cluster(cluster: str, *, ready: bool, capacity: ResourceList,

@@ -26,6 +26,7 @@ from mcad.api.documents import parse_object
 from mcad.config import RunConfig
 from mcad.core.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem
+from mcad.core.health import policy_problems
 from mcad.core.wrapping import (
     Refusal,
     WrappedObject,
@@ -79,6 +80,9 @@ def check_appwrapper(doc: Any, *, config: RunConfig, namespace: str = "") -> App
         problem = elastic_problem(out.demand, wrapped_kinds(spec))
         if problem is not None:
             out.problems.append(f"metadata.annotations: {problem}")
+    if isinstance(annotations, Mapping):
+        out.problems.extend(f"metadata.annotations: {problem}"
+                            for problem in policy_problems(annotations))
     where = namespace or str(meta.get("namespace") or "")
     refused = config.refused_namespace(where) if where else None
     if refused is not None:

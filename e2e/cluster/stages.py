@@ -16,7 +16,10 @@ Pods: annotations drive them:
 - no annotation: Running and Ready ``READY_DELAY`` after being bound, until deleted;
 - ``mcad.test/runtime: "<duration>"`` (``1.5s``, ``72s``): Succeeds that long after Running;
 - ``mcad.test/never-ready: "true"``: Running but never Ready;
-- ``mcad.test/fail-after: "<duration>"``: Fails that long after Running;
+- ``mcad.test/fail-after: "<duration>"``: Fails that long after Running (it wins over
+  a runtime), its containers ending with ``mcad.test/exit-code`` (default 1) and reason
+  ``mcad.test/exit-reason`` (default Error); a test fails one running pod of a gang by
+  annotating it with ``fail-after: 0s``;
 - a deletionTimestamp: finalizers dropped and the pod removed.
 
 Delays carry no jitter: in KWOK a jitter shorter than the delay replaces it.
@@ -29,6 +32,8 @@ READY_DELAY_MS = 300
 RUNTIME = "mcad.test/runtime"
 NEVER_READY = "mcad.test/never-ready"
 FAIL_AFTER = "mcad.test/fail-after"
+EXIT_CODE = "mcad.test/exit-code"
+EXIT_REASON = "mcad.test/exit-reason"
 
 _POD_IP = ("{{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid \"\" ) "
            "( or .metadata.name \"\" ) ( or .metadata.namespace \"\" ) | Quote }}")
@@ -100,7 +105,10 @@ spec:
 {_CONTAINERS_RUNNING.replace("READY", flag).replace("POD_IP", _POD_IP)}"""
 
 
-def _finish(name: str, *, annotation: str, phase: str, exit_code: int, reason: str) -> str:
+def _finish(name: str, *, annotation: str, phase: str, exit_code: str, reason: str,
+            unless: str = "") -> str:
+    unless_selector = (f"\n    - key: '.metadata.annotations[\"{unless}\"]'\n"
+                       "      operator: 'DoesNotExist'") if unless else ""
     return f"""apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -117,7 +125,7 @@ spec:
       operator: 'In'
       values: ['Running']
     - key: '.metadata.annotations["{annotation}"]'
-      operator: 'Exists'
+      operator: 'Exists'{unless_selector}
   delay:
     durationMilliseconds: 0
     durationFrom:
@@ -263,9 +271,11 @@ def pod_stages() -> str:
         _running("pod-never-ready", ready=False, selector_extra=(
             f"    - key: '.metadata.annotations[\"{NEVER_READY}\"]'\n"
             "      operator: 'In'\n      values: ['true']")),
-        _finish("pod-complete", annotation=RUNTIME, phase="Succeeded", exit_code=0,
-                reason="Completed"),
-        _finish("pod-fail", annotation=FAIL_AFTER, phase="Failed", exit_code=1, reason="Error"),
+        _finish("pod-complete", annotation=RUNTIME, phase="Succeeded", exit_code="0",
+                reason="Completed", unless=FAIL_AFTER),
+        _finish("pod-fail", annotation=FAIL_AFTER, phase="Failed",
+                exit_code=f'{{{{ or (index $.metadata.annotations "{EXIT_CODE}") "1" }}}}',
+                reason=f'{{{{ or (index $.metadata.annotations "{EXIT_REASON}") "Error" }}}}'),
         POD_DELETE,
     ]
     return "---\n".join(docs)

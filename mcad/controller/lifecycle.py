@@ -48,9 +48,12 @@ from mcad.controller.clock import parse_time, rfc3339, utcnow
 from mcad.controller.leftovers import Leftovers
 from mcad.controller.objects import ObjectManager
 from mcad.controller.records import FINALIZER, AppWrapperRecord
+from mcad.controller.resets import Resets, resetting
 from mcad.controller.writer import HubWriter
+from mcad.core.health import Healthy
 from mcad.core.progress import Completed, ItemState, KeepRunning, count_pods, progress
 from mcad.core.requeue import (
+    INSUFFICIENT_PODS_READY,
     SPEC_CHANGED,
     SPOKE_LOST,
     UNCOUNTED_REASONS,
@@ -96,6 +99,9 @@ class Lifecycle:
         self.completed = completed
         """Told once per run that completed (written here), with the moment: the run
         times that estimated starts learn from (``RuntimeBook``)."""
+        self.resets = Resets(config=config, writer=writer, hub=writer.hub,
+                             clear=self._clear_within, changed=changed)
+        """Gang health's resets, failures and success TTL (``controller/resets.py``)."""
 
     # -- taking back ----------------------------------------------------------------------
     async def take_back(self, rec: AppWrapperRecord) -> Next | None:
@@ -105,6 +111,8 @@ class Lifecycle:
         link = self.objects.usable_link(rec.cluster)
         if link is None or not link.health.ready:
             return Next(await self._unreachable(rec))
+        if rec.kept_after_failure:
+            return Next(await self.resets.finish_failure(rec))
         requeuing = rec.condition("Requeuing")
         if requeuing and requeuing.get("status") == "True":
             return Next(await self._finish_requeue(rec))
@@ -115,6 +123,8 @@ class Lifecycle:
             self.writer.event(rec, reason=order.reason, message=order.message, warning=True)
             return Next(await self.start_requeue(rec, order.reason, order.message,
                                                  preempted_by=order.by))
+        if resetting(rec):
+            return Next(await self.resets.carry_on(rec))
         recorded = rec.status.get("dispatchedSpecHash")
         if recorded and recorded != rec.spec_digest():
             return Next(await self.start_requeue(
@@ -165,9 +175,11 @@ class Lifecycle:
         now = utcnow()
         pods = count_pods(link.pods_of(rec.uid))
         followed = self.objects.followed(rec)
-        items = [] if isinstance(followed, Refusal) else [
-            ItemState(w.completion, link.item_conditions(w.kind, rec.namespace, w.name) or {})
+        named = [] if isinstance(followed, Refusal) else [
+            (f"{w.kind}/{w.name}",
+             ItemState(w.completion, link.item_conditions(w.kind, rec.namespace, w.name) or {}))
             for w in followed]
+        items = [item for _, item in named]
         demand = rec.admitted_demand()  # elastic: the size it runs at now
         cond = rec.condition("PodsReady") or {}
         if cond.get("status") == "True":
@@ -185,6 +197,27 @@ class Lifecycle:
         counts = {"pending": pods.pending, "running": pods.running,
                   "Succeeded": pods.succeeded, "failed": pods.failed}
         same_counts = counts == {k: rec.status.get(k, 0) for k in counts}
+        if not isinstance(decision, Completed):
+            # Gang health (AppWrapper v1beta2's rules) comes before MCAD's readiness rule.
+            try:
+                verdict, policy = self.resets.judge(rec, link, named,
+                                                    expected=demand.pods if demand else 0,
+                                                    now=now)
+            except ValueError as err:  # an annotation that does not parse
+                verdict, policy = Healthy(), None
+                log.warning("%s: its fault-tolerance annotations cannot be read (%s); "
+                            "mcad validate and the webhook refuse them", rec.key, err)
+            if not isinstance(verdict, Healthy):
+                assert policy is not None
+                return await self.resets.act(rec, verdict, policy, counts=counts, now=now)
+            await self.resets.recovered(rec)
+            if policy is not None and policy.graces:
+                if isinstance(decision, Requeue) and decision.reason == INSUFFICIENT_PODS_READY:
+                    decision = KeepRunning(None, ready=False)  # the graces decide instead
+                if isinstance(decision, KeepRunning) and verdict.recheck_at is not None:
+                    decision = KeepRunning(verdict.recheck_at if decision.recheck_at is None
+                                           else min(verdict.recheck_at, decision.recheck_at),
+                                           decision.ready)
         if isinstance(decision, KeepRunning):
             again = None if decision.recheck_at is None else \
                 max(0.0, (decision.recheck_at - now).total_seconds()) + 0.01
@@ -265,6 +298,15 @@ class Lifecycle:
         does not answer."""
         left = await self.objects.clear(rec)
         if left and force_deletion_due(rec.requeue_policy(self.config), since, utcnow()):
+            await self.objects.force_delete_pods(rec)
+        return left
+
+    async def _clear_within(self, rec: AppWrapperRecord, since: datetime,
+                            force_after: float) -> int | None:
+        """``_clear_spoke`` for a reset or a failure: pods are force-deleted
+        ``force_after`` seconds after ``since`` (forcefulDeletionGracePeriodDuration)."""
+        left = await self.objects.clear(rec)
+        if left and utcnow() >= since + timedelta(seconds=force_after):
             await self.objects.force_delete_pods(rec)
         return left
 

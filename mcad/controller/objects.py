@@ -33,6 +33,7 @@ from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import HubWriter
 from mcad.core.elastic import merged, resized_manifest
+from mcad.core.health import policy_problems
 from mcad.core.namespaces import CLOSED_LABEL, closed_refusal
 from mcad.core.topology import pinned
 from mcad.core.wrapping import (
@@ -89,6 +90,7 @@ class ObjectManager:
         self.config = config
         self.writer = writer
         self.released = released
+        self.node_health = config.node_health.rules()
 
     def plan(self, rec: AppWrapperRecord) -> list[WrappedObject] | Refusal:
         """The objects to create, with their manifests, worked out once per generation of
@@ -108,6 +110,9 @@ class ObjectManager:
         return rec.observed.per_generation("followed", make)
 
     def _planned(self, rec: AppWrapperRecord) -> list[WrappedObject] | Refusal:
+        unreadable = policy_problems(rec.meta.get("annotations") or {})
+        if unreadable:
+            return Refusal("InvalidAnnotation", "; ".join(unreadable))
         return self.config.refused_namespace(rec.namespace) or wrapped_objects(
             name=rec.name, namespace=rec.namespace, uid=rec.uid, spec=rec.spec,
             kind_allowed=self.config.kind_allowed,
@@ -183,13 +188,17 @@ class ObjectManager:
                 manifest = owned_by(wrapped.manifest, name=rec.name, uid=rec.uid) \
                     if link.local else for_remote_spoke(wrapped.manifest)
                 manifest = pinned(manifest, rec.pin)  # kept in its topology domains
+                manifest = self.node_health.guarded(manifest)  # off unhealthy GPUs
                 pods = rec.admitted_pods()
                 change = None if pods is None else resized_manifest(
                     wrapped.kind, wrapped.api_version, manifest, pods)
                 if change is not None:  # elastic, started below its full size
                     manifest = merged(manifest, change)
                 try:
-                    await verbs.create(link.conn, ref, manifest, namespace=rec.namespace)
+                    made = await verbs.create(link.conn, ref, manifest,
+                                              namespace=rec.namespace)
+                    link.item_made(rec.uid, f"{wrapped.kind}/{wrapped.name}",
+                                   str((made.get("metadata") or {}).get("uid") or ""))
                 except (Invalid, Forbidden) as err:
                     if isinstance(err, Forbidden) and "exceeded quota" in err.message:
                         raise  # a namespace ResourceQuota: room may come back; retried
@@ -202,6 +211,8 @@ class ObjectManager:
                 except AlreadyExists:
                     existing = await verbs.get(link.conn, ref, wrapped.name,
                                                namespace=rec.namespace)
+                    link.item_made(rec.uid, f"{wrapped.kind}/{wrapped.name}",
+                                   str((existing.get("metadata") or {}).get("uid") or ""))
                     if not is_ours(existing, uid=rec.uid):
                         await self._refuse_after_clearing(rec, Refusal(
                             "NameTaken", f"{wrapped.describe} already exists on cluster "
@@ -296,6 +307,7 @@ class ObjectManager:
         if link is None or not link.health.ready:
             return None
         assert link.conn is not None and link.discovery is not None
+        link.forget_items(rec.uid)  # what goes now, mcad deletes
         left = len(link.pods_of(rec.uid))
         try:
             for api_version, kind, name in self.created(rec):

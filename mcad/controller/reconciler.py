@@ -12,7 +12,8 @@ record (what was observed, what the dispatcher ordered, what was done: see
    eviction order for this run, a changed spec: ``Lifecycle.take_back``); else create
    what of this run is missing (``Creation``), carry out a resize order for this run
    (``Lifecycle.resize``), and follow its pods and objects (``Lifecycle.follow_progress``);
-5. queued: put the finalizer on (when first seen, so a dispatch needs one write fewer);
+5. completed: deleted once its success TTL is over (``Resets.expire``);
+6. queued: put the finalizer on (when first seen, so a dispatch needs one write fewer);
    write why it waits, when that changed; when a hold or a requeue pause ends, tell the
    dispatcher (the reconciler keeps that timer, not the dispatcher); likewise, for one
    admitted by reservation backfill, when its promise to the head comes due.
@@ -72,6 +73,8 @@ class Reconciler:
             again = await self.admission.write_pending(rec, now)
             wake = self._wake(rec, now)
             return min((t for t in (again, wake) if t is not None), default=None)
+        if rec.state == "Completed":
+            return await self.lifecycle.resets.expire(rec)  # its success TTL
         return None
 
     async def _admitted(self, rec: AppWrapperRecord) -> float | None:

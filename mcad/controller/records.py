@@ -44,6 +44,8 @@ from mcad.core.capacity import AppWrapperKey, ClusterName
 from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry
 from mcad.core.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem, sized
+from mcad.core.health import PREFIX as FAULT_PREFIX
+from mcad.core.health import FaultPolicy
 from mcad.core.placement import ClusterSelector
 from mcad.core.requeue import UNCOUNTED_REASONS, RequeuePolicy
 from mcad.core.snapshot import BackfillPromise
@@ -421,8 +423,18 @@ class AppWrapperRecord:
 
     @property
     def admitted(self) -> bool:
-        """Holds quota and capacity: dispatched (or assumed so) and not finished."""
-        return bool(self.cluster) and self.state not in TERMINAL
+        """Holds quota and capacity: dispatched (or assumed so) and not finished, or
+        Failed with its objects kept for debugging (``deletionOnFailureGracePeriod``:
+        they still run, so they still hold what they use)."""
+        return bool(self.cluster) and (self.state not in TERMINAL or self.kept_after_failure)
+
+    @property
+    def kept_after_failure(self) -> bool:
+        """Failed, with its objects kept for the deletion-on-failure grace."""
+        if self.state != "Failed":
+            return False
+        cond = self.condition("DeletingResources") or {}
+        return cond.get("status") == "False" and cond.get("reason") == "DeletionPaused"
 
     @property
     def queued(self) -> bool:
@@ -464,6 +476,25 @@ class AppWrapperRecord:
         spec = scheduling.get("requeuing")
         return config.default_requeuing.policy() if spec is None \
             else RequeuePolicy.from_spec(spec)
+
+    def fault_policy(self, config: RunConfig) -> FaultPolicy:
+        """Its fault tolerance (``mcad.core.health``): the configured defaults, MCAD's
+        where it sets no annotation (``faultTolerance.mcadV1Defaults``), with its
+        annotations applied. Raises ``ValueError`` with a sentence for one that does
+        not parse (``mcad validate`` and the webhook refuse those)."""
+        annotations = self.meta.get("annotations") or {}
+        own = {k: str(v) for k, v in annotations.items() if k.startswith(FAULT_PREFIX)}
+        settings = config.fault_tolerance
+        base = settings.policy(mcad_v1=not own)
+        return base.with_annotations(own, cap=settings.grace_period_maximum_seconds) \
+            if own else base
+
+    def resets(self) -> int:
+        """Resets so far (``status.resettingCount``)."""
+        try:
+            return int(self.status.get("resettingCount", 0) or 0)
+        except (TypeError, ValueError):
+            return 0
 
     @property
     def elastic(self) -> bool:

@@ -38,7 +38,7 @@ from datetime import datetime
 from sys import intern
 from typing import Any
 
-from mcad.controller.clock import utcnow
+from mcad.controller.clock import parse_time, utcnow
 from mcad.controller.informer import Informer
 from mcad.controller.supervisor import Supervisor
 from mcad.core.capacity import (
@@ -46,10 +46,12 @@ from mcad.core.capacity import (
     ClusterCapacity,
     ClusterName,
     NodeCapacity,
+    NodeHealth,
     NodeName,
     Reservation,
 )
 from mcad.core.demand import Taint, pod_request
+from mcad.core.health import FailedPod, GangState, NodeHealthRules
 from mcad.core.namespaces import CLOSED_LABEL, identity_namespace
 from mcad.core.resources import EMPTY, ResourceList
 from mcad.core.wrapping import UID_LABEL
@@ -88,6 +90,8 @@ class _Pod:
     ready: bool
     deleted_at: str | None
     """Its deletionTimestamp: on its way out."""
+    failure: FailedPod | None = None
+    """A Failed pod: its first container that ended badly (what gang health reads)."""
 
     def as_read(self) -> dict[str, Any]:
         """The pod as progress reads it (``core.progress.count_pods``), made when asked:
@@ -152,6 +156,15 @@ class SpokeLink:
     identity_namespace: str | None = None
     """The namespace of the ServiceAccount mcad acts as here (None: another identity,
     or the cluster does not say)."""
+    node_health: NodeHealthRules = field(default_factory=NodeHealthRules)
+    """Which node label says how healthy a node's GPUs are (``nodeHealth``)."""
+    deleted_items: dict[str, set[str]] = field(default_factory=dict)
+    """Per AppWrapper uid: its wrapped objects (``Kind/name``) deleted since mcad last
+    created them. While it runs, mcad deletes none: a deletion is someone else's."""
+    item_uids: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(AppWrapper uid, ``Kind/name``) -> the uid of that object as last made or seen: a
+    late DELETED of an earlier one (a reset deleted it, and made a new one) is not the
+    deletion of the one that runs."""
     _informers: dict[str, Informer] = field(default_factory=dict)
     _kinds: dict[str, Informer] = field(default_factory=dict)
     _supervisor: Supervisor | None = None
@@ -220,6 +233,8 @@ class SpokeLink:
         self.held_by.clear()
         self.namespaces_made.clear()
         self.closed_namespaces = frozenset()
+        self.deleted_items.clear()
+        self.item_uids.clear()
         self._kinds.clear()
         self._node_cache.clear()
         self._probe_failures = 0
@@ -377,11 +392,13 @@ class SpokeLink:
                     (old.request if old is not None else EMPTY)
             except ValueError:
                 request = EMPTY
+            name = str(meta.get("name", ""))
             pod = _Pod(uid, intern(str(spec.get("nodeName", ""))), phase in TERMINAL,
-                       request, owner, name=str(meta.get("name", "")),
+                       request, owner, name=name,
                        namespace=intern(str(meta.get("namespace", ""))),
                        phase=intern(str(phase)), ready=_pod_ready(obj),
-                       deleted_at=meta.get("deletionTimestamp") or None)
+                       deleted_at=meta.get("deletionTimestamp") or None,
+                       failure=_failure(name, obj) if phase == "Failed" else None)
             self.pods[uid] = pod
             self._account(pod, +1)
         new = self.pods.get(uid)
@@ -431,8 +448,10 @@ class SpokeLink:
         if ref.kind in self._kinds or (ref.api_version, ref.kind) == ("v1", "Pod") \
                 or self.conn is None or self._supervisor is None:
             return
-        informer = Informer(self.conn, ref, self._item_handler, label_selector=UID_LABEL,
-                            keep=_slim_item, on_sync=self._on_sync, shared=False)
+        informer = Informer(self.conn, ref,
+                            lambda event, obj: self._item_handler(ref.kind, event, obj),
+                            label_selector=UID_LABEL, keep=_slim_item, on_sync=self._on_sync,
+                            shared=False)
         self._kinds[ref.kind] = informer
         self._supervisor.spawn(ref.kind, informer.run)
         self._refresh_health()
@@ -453,9 +472,66 @@ class SpokeLink:
                 self._required_kinds.discard(kind)
         self._refresh_health()
 
-    def _item_handler(self, kind: str, obj: dict[str, Any]) -> None:
-        owner = ((obj.get("metadata") or {}).get("labels") or {}).get(UID_LABEL, "")
+    def _item_handler(self, kind: str, event: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        owner = (meta.get("labels") or {}).get(UID_LABEL, "")
+        if owner:
+            name, uid = f"{kind}/{meta.get('name', '')}", str(meta.get("uid") or "")
+            if event == "DELETED":
+                if self.item_uids.get((owner, name)) == uid:
+                    self.deleted_items.setdefault(owner, set()).add(name)
+                    del self.item_uids[(owner, name)]
+            elif not meta.get("deletionTimestamp"):  # (one on its way out is no news)
+                self.item_made(owner, name, uid)
         self.on_change(self.name, (owner,) if owner else (), False)
+
+    def item_made(self, owner_uid: str, name: str, uid: str) -> None:
+        """The AppWrapper's object ``Kind/name`` is there as ``uid`` (made by mcad, or
+        seen): only its own deletion counts from now on."""
+        if uid:
+            self.item_uids[(owner_uid, name)] = uid
+        gone = self.deleted_items.get(owner_uid)
+        if gone is not None:
+            gone.discard(name)
+            if not gone:
+                del self.deleted_items[owner_uid]
+
+    def forget_items(self, owner_uid: str) -> None:
+        """mcad deletes the AppWrapper's objects (a reset, a requeue, a failure, its
+        deletion): what goes now is not someone else's doing."""
+        self.deleted_items.pop(owner_uid, None)
+        for key in [k for k in self.item_uids if k[0] == owner_uid]:
+            del self.item_uids[key]
+
+    def gang(self, owner_uid: str, expected: int) -> GangState:
+        """The AppWrapper's pods and objects as gang health reads them: pods by phase
+        (those on their way out left aside), the failed ones and why, running ones on
+        nodes whose GPUs must be evacuated, and objects deleted by someone else."""
+        pending = running = succeeded = 0
+        failed: list[FailedPod] = []
+        evict: list[tuple[str, str]] = []
+        rules, resource = self.node_health, self.node_health.resource
+        for uid in self.pods_by_owner.get(owner_uid, ()):
+            pod = self.pods[uid]
+            if pod.phase == "Failed":
+                failed.append(pod.failure or FailedPod(pod.name))
+                continue
+            if pod.deleted_at:
+                continue
+            if pod.phase == "Succeeded":
+                succeeded += 1
+            elif pod.phase == "Running":
+                running += 1
+                node = self.nodes.get(pod.node)
+                if node is not None and pod.request.get(resource, 0) > 0 and rules.of(
+                        node["metadata"].get("labels") or {}) is NodeHealth.NO_EXECUTE:
+                    evict.append((pod.name, pod.node))
+            else:
+                pending += 1
+        return GangState(expected=expected, pending=pending, running=running,
+                         succeeded=succeeded, failed=tuple(sorted(failed, key=_failed_order)),
+                         on_evict_nodes=tuple(sorted(evict)),
+                         missing=tuple(sorted(self.deleted_items.get(owner_uid, ()))))
 
     def item_conditions(self, kind: str, namespace: str, name: str) -> dict[str, str] | None:
         """The conditions (type -> status) of a wrapped object as last seen; None if absent."""
@@ -472,7 +548,7 @@ class SpokeLink:
             cached = self._node_cache.get(name)
             if cached is None:
                 cached = self._node_cache[name] = _node_capacity(
-                    node, self.requested.get(name, EMPTY))
+                    node, self.requested.get(name, EMPTY), self.node_health)
             nodes.append(cached)
         ordered = tuple(sorted(nodes, key=lambda n: n.name))
         return ClusterCapacity(name=ClusterName(self.name), nodes=ordered,
@@ -520,7 +596,8 @@ def _node_ready(node: Mapping[str, Any]) -> bool:
                for c in (node.get("status") or {}).get("conditions") or [])
 
 
-def _node_capacity(node: Mapping[str, Any], requested: ResourceList) -> NodeCapacity:
+def _node_capacity(node: Mapping[str, Any], requested: ResourceList,
+                   rules: NodeHealthRules) -> NodeCapacity:
     spec, status = node.get("spec") or {}, node.get("status") or {}
     try:
         allocatable = ResourceList.parse(status.get("allocatable") or status.get("capacity"))
@@ -528,10 +605,11 @@ def _node_capacity(node: Mapping[str, Any], requested: ResourceList) -> NodeCapa
         allocatable = EMPTY
     taints = tuple(Taint(t.get("key", ""), t.get("value", ""), t.get("effect", ""))
                    for t in spec.get("taints") or [])
+    labels = dict(node["metadata"].get("labels") or {})
     return NodeCapacity(name=NodeName(node["metadata"]["name"]), allocatable=allocatable,
-                        requested=requested.clamp_zero(),
-                        labels=dict(node["metadata"].get("labels") or {}), taints=taints,
-                        unschedulable=bool(spec.get("unschedulable")), ready=_node_ready(node))
+                        requested=requested.clamp_zero(), labels=labels, taints=taints,
+                        unschedulable=bool(spec.get("unschedulable")), ready=_node_ready(node),
+                        health=rules.of(labels))
 
 
 def _slim_node(node: dict[str, Any]) -> dict[str, Any]:
@@ -547,6 +625,30 @@ def _slim_node(node: dict[str, Any]) -> dict[str, Any]:
                                       for c in status.get("conditions") or []]}}
 
 
+def _failed_order(pod: FailedPod) -> tuple[str, str]:
+    return (pod.finished.isoformat() if pod.finished else "", pod.name)
+
+
+def _failure(name: str, pod: Mapping[str, Any]) -> FailedPod:
+    """Why a Failed pod failed: its first container (init containers first) that ended
+    with a non-zero code, with that code, its reason and when; else the pod's reason."""
+    status = pod.get("status") or {}
+    for container in [*(status.get("initContainerStatuses") or []),
+                      *(status.get("containerStatuses") or [])]:
+        ended = ((container or {}).get("state") or {}).get("terminated") or \
+            ((container or {}).get("lastState") or {}).get("terminated")
+        if not ended:
+            continue
+        try:
+            code = int(ended.get("exitCode", 0))
+        except (TypeError, ValueError):
+            continue
+        if code != 0:
+            return FailedPod(name, code, intern(str(ended.get("reason") or "")),
+                             parse_time(ended.get("finishedAt")))
+    return FailedPod(name, None, intern(str(status.get("reason") or "")), None)
+
+
 def _pod_ready(pod: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
@@ -555,8 +657,10 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
 def _slim_item(obj: dict[str, Any]) -> dict[str, Any]:
     """A wrapped object as completion reads it: identity and conditions."""
     meta = obj.get("metadata") or {}
-    return {"metadata": {"name": _interned(meta.get("name")),
-                         "namespace": _interned(meta.get("namespace")), **_owner_label(meta)},
+    return {"metadata": {"name": _interned(meta.get("name")), "uid": meta.get("uid"),
+                         "namespace": _interned(meta.get("namespace")), **_owner_label(meta),
+                         **({"deletionTimestamp": meta["deletionTimestamp"]}
+                            if meta.get("deletionTimestamp") else {})},
             "conditions": {_interned(c.get("type", "")): _interned(c.get("status", ""))
                            for c in (obj.get("status") or {}).get("conditions") or []
                            if isinstance(c, dict)}}

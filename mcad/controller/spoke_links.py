@@ -63,7 +63,8 @@ class SpokeLinks:
                 self.state.lost_since.pop(name, None)
                 link = SpokeLink(name=name, on_change=self.on_change, on_health=self.on_health,
                                  fence=self.fence, local=bool(spec.get("local")),
-                                 kinds_in_use=self.kinds_in_use)
+                                 kinds_in_use=self.kinds_in_use,
+                                 node_health=self.config.node_health.rules())
                 self.state.links[name] = link
                 self.state.link_sources[name] = source
                 metrics.register_cluster(name)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import NewType
 
 from mcad.core.demand import PodSet, Taint, Toleration
@@ -45,6 +46,19 @@ def blocking_taints(taints: Iterable[Taint], tolerations: Sequence[Toleration]) 
             if t.effect in BLOCKING_EFFECTS and not any(o.tolerates(t) for o in tolerations)]
 
 
+class NodeHealth(IntEnum):
+    """How healthy a node's GPUs are said to be (Autopilot's label, read by the rules of
+    ``mcad.core.health.NodeHealthRules``): an order, the worst last."""
+
+    OK = 0
+    PREFER_NOT = 1
+    """Usable, but chosen last (Autopilot's ``WARN``)."""
+    NO_SCHEDULE = 2
+    """No new work (``TESTING``)."""
+    NO_EXECUTE = 3
+    """No new work, and work running there is moved away (``EVICT``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class NodeCapacity:
     """One node as placement sees it."""
@@ -56,11 +70,14 @@ class NodeCapacity:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    health: NodeHealth = NodeHealth.OK
+    """Its GPUs' health, as its label says (``mcad.core.health.NodeHealthRules``)."""
 
     @property
     def usable(self) -> bool:
-        """True when the node takes new pods: ready and not cordoned."""
-        return self.ready and not self.unschedulable
+        """True when the node takes new pods: ready, not cordoned, and not marked by its
+        GPU health as taking no new work (``NO_SCHEDULE``, ``NO_EXECUTE``)."""
+        return self.ready and not self.unschedulable and self.health < NodeHealth.NO_SCHEDULE
 
     @property
     def free(self) -> ResourceList:
@@ -165,7 +182,8 @@ Take = tuple[int, int]
 class NodePool:
     """The usable nodes of one cluster with mutable free room, for one decision cycle.
 
-    Nodes are kept in name order (the deterministic first-fit order). ``fit`` puts
+    Nodes are kept in name order (the deterministic first-fit order), those whose GPUs
+    are in doubt last. ``fit`` puts
     pods onto nodes and returns the takes, ``give_back`` undoes them: a gang is
     placed whole or not at all. Per-node free and the pool's total free are kept as
     plain ``dict[str, int]`` because this is the innermost loop of the cycle.
@@ -175,7 +193,10 @@ class NodePool:
                  "levels", "memo", "names", "nodes", "total")
 
     def __init__(self, nodes: Iterable[NodeCapacity], levels: Sequence[str] = ()) -> None:
-        usable = sorted((n for n in nodes if n.usable), key=lambda n: n.name)
+        # Name order, but nodes whose GPUs are in doubt (PREFER_NOT) last: first-fit
+        # then uses them only when the healthy ones are full.
+        usable = sorted((n for n in nodes if n.usable),
+                        key=lambda n: (n.health is NodeHealth.PREFER_NOT, n.name))
         self.nodes: tuple[NodeCapacity, ...] = tuple(usable)
         self.names: tuple[NodeName, ...] = tuple(n.name for n in usable)
         self.free: list[dict[str, int]] = []

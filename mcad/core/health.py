@@ -39,6 +39,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
+
+from mcad.core.capacity import NodeHealth
 
 PREFIX = "workload.codeflare.dev.appwrapper/"
 ADMISSION_GRACE = PREFIX + "admissionGracePeriodDuration"
@@ -344,3 +347,104 @@ def _terminal(policy: FaultPolicy, failed: Sequence[FailedPod]) -> FailedPod | N
         if policy.retryable_exit_codes and code not in policy.retryable_exit_codes:
             return pod
     return None
+
+
+# -- the nodes' GPU health -------------------------------------------------------------------
+
+AUTOPILOT_LABEL = "autopilot.ibm.com/gpuhealth"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHealthRules:
+    """Which values of a node label say what about its GPUs (Autopilot's by default):
+    ``prefer_not`` (WARN: chosen last, a preferred anti-affinity), ``no_schedule``
+    (TESTING: no new work, a required anti-affinity), ``no_execute`` (EVICT: no new work,
+    and gangs running there are reset onto other nodes). Only pods that ask for
+    ``resource`` get the anti-affinities and are moved (a CPU pod does not care)."""
+
+    label: str = AUTOPILOT_LABEL
+    prefer_not: frozenset[str] = frozenset({"WARN"})
+    no_schedule: frozenset[str] = frozenset({"TESTING", "ERR"})
+    no_execute: frozenset[str] = frozenset({"EVICT"})
+    resource: str = "nvidia.com/gpu"
+
+    def of(self, labels: Mapping[str, str]) -> NodeHealth:
+        value = labels.get(self.label)
+        if value is None:
+            return NodeHealth.OK
+        if value in self.no_execute:
+            return NodeHealth.NO_EXECUTE
+        if value in self.no_schedule:
+            return NodeHealth.NO_SCHEDULE
+        if value in self.prefer_not:
+            return NodeHealth.PREFER_NOT
+        return NodeHealth.OK
+
+    def guarded(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """``manifest`` with every pod template (a bare Pod's own spec too) that asks for
+        ``resource`` kept off unhealthy nodes: a required node affinity NotIn the
+        no-schedule and no-execute values (ANDed into each of its own terms) and a
+        preferred one NotIn the prefer-not values (weight 50), so kube-scheduler keeps
+        its pods away even from a node labelled after mcad chose the cluster. Only the
+        dicts on the way to a pod spec are new (as ``mcad.core.topology.pinned``)."""
+        avoid = sorted(self.no_schedule | self.no_execute)
+        if not avoid and not self.prefer_not:
+            return manifest
+        spec = manifest.get("spec")
+        if manifest.get("kind") == "Pod" and isinstance(spec, Mapping):
+            return {**manifest, "spec": self._avoiding(spec, avoid)} \
+                if self._asks(spec) else manifest
+        changed = self._walk(spec, avoid)
+        return manifest if changed is spec else {**manifest, "spec": changed}
+
+    def _asks(self, pod_spec: Mapping[str, Any]) -> bool:
+        for container in [*(pod_spec.get("containers") or []),
+                          *(pod_spec.get("initContainers") or [])]:
+            resources = (container or {}).get("resources") or {}
+            for part in ("requests", "limits"):
+                value = (resources.get(part) or {}).get(self.resource)
+                if value not in (None, 0, "0"):
+                    return True
+        return False
+
+    def _walk(self, node: Any, avoid: list[str]) -> Any:
+        if isinstance(node, Mapping):
+            out: dict[str, Any] | None = None
+            for key, value in node.items():
+                if key == "template" and isinstance(value, Mapping) and \
+                        isinstance(value.get("spec"), Mapping) and "containers" in value["spec"]:
+                    inner = self._walk(value["spec"], avoid)
+                    changed: Any = {**value, "spec": self._avoiding(inner, avoid)} \
+                        if self._asks(inner) else \
+                        (value if inner is value["spec"] else {**value, "spec": inner})
+                else:
+                    changed = self._walk(value, avoid)
+                if changed is not value:
+                    if out is None:
+                        out = dict(node)
+                    out[key] = changed
+            return node if out is None else out
+        if isinstance(node, list):
+            items = [self._walk(value, avoid) for value in node]
+            return node if all(a is b for a, b in zip(items, node, strict=True)) else items
+        return node
+
+    def _avoiding(self, pod_spec: Mapping[str, Any], avoid: list[str]) -> dict[str, Any]:
+        affinity = dict(pod_spec.get("affinity") or {})
+        node = dict(affinity.get("nodeAffinity") or {})
+        if avoid:
+            expression = {"key": self.label, "operator": "NotIn", "values": avoid}
+            required = dict(node.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+            terms = required.get("nodeSelectorTerms") or [{}]
+            required["nodeSelectorTerms"] = [
+                {**term, "matchExpressions": [*(term.get("matchExpressions") or []),
+                                              dict(expression)]} for term in terms]
+            node["requiredDuringSchedulingIgnoredDuringExecution"] = required
+        if self.prefer_not:
+            node["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                *(node.get("preferredDuringSchedulingIgnoredDuringExecution") or []),
+                {"weight": 50, "preference": {"matchExpressions": [
+                    {"key": self.label, "operator": "NotIn",
+                     "values": sorted(self.prefer_not)}]}}]
+        affinity["nodeAffinity"] = node
+        return {**pod_spec, "affinity": affinity}

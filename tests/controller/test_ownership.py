@@ -19,7 +19,7 @@ OWNERS = {
     "orders": {"controller/dispatcher.py"},
     "progress": {"controller/admission.py", "controller/creation.py",
                  "controller/lifecycle.py", "controller/objects.py",
-                 "controller/reconciler.py"},
+                 "controller/reconciler.py", "controller/resets.py"},
 }
 TAKERS = {"controller/hub.py", "controller/writer.py", "controller/records.py"}
 """Modules that may call ``Observed.take`` (``records.py``: ``AppWrapperRecord.of``)."""

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from mcad.config import RunConfig
+from mcad.core.health import AUTOPILOT_LABEL
 from mcad.core.topology import HOSTNAME
 from mcad.gateway import watch as watch_module
 from tests.controller.seam import (
@@ -73,7 +74,10 @@ async def test_the_pin_is_persisted_and_reaches_the_pod_template() -> None:
         assert status["topology"] == {"levels": [BLOCK, RACK], "domains": [["b1", "r1"]]}
         assert affinity(jobs.jobs["train"]) == [{"matchExpressions": [
             {"key": BLOCK, "operator": "In", "values": ["b1"]},
-            {"key": RACK, "operator": "In", "values": ["r1"]}]}]
+            {"key": RACK, "operator": "In", "values": ["r1"]},
+            # (and off nodes whose GPUs are unhealthy: mcad.core.health)
+            {"key": AUTOPILOT_LABEL, "operator": "NotIn",
+             "values": ["ERR", "EVICT", "TESTING"]}]}]
 
 
 async def test_the_policy_s_levels_stand_in_for_a_spoke_that_names_none() -> None:
@@ -86,7 +90,7 @@ async def test_the_policy_s_levels_stand_in_for_a_spoke_that_names_none() -> Non
         await until("the Job created", lambda: "train" in jobs.jobs)
         assert hub.get("ns", "train")["status"]["topology"] == {
             "levels": [BLOCK, RACK, HOSTNAME], "domains": [["b1", "r1", "n0"]]}
-        assert affinity(jobs.jobs["train"])[0]["matchExpressions"][-1] == {
+        assert affinity(jobs.jobs["train"])[0]["matchExpressions"][-2] == {
             "key": HOSTNAME, "operator": "In", "values": ["n0"]}
 
 
