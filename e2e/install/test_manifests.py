@@ -33,7 +33,7 @@ CAN_I = [
     ("patch", "appwrappers.workload.codeflare.dev/status", "team-a", True),
     ("update", "appwrappers.workload.codeflare.dev/finalizers", "team-a", True),
     ("create", "appwrappers.workload.codeflare.dev", "team-a", False),
-    ("delete", "appwrappers.workload.codeflare.dev", "team-a", False),
+    ("delete", "appwrappers.workload.codeflare.dev", "team-a", True),  # after successTTL
     ("list", "quotasubtrees.quota.codeflare.dev", None, True),
     ("patch", "quotasubtrees.quota.codeflare.dev/status", "kube-system", True),
     ("create", "quotasubtrees.quota.codeflare.dev", "kube-system", False),

@@ -320,6 +320,10 @@ class AppWrapperStatus(WireModel):
     """Pods of the AppWrapper that Failed."""
     number_of_requeueings: int = Field(0, alias="numberOfRequeueings", ge=0)
     """Times the AppWrapper was requeued (compared with maxNumRequeuings)."""
+    resetting_count: int = Field(0, alias="resettingCount", ge=0)
+    """Times its gang was reset whole, everything deleted and created again on the same
+    cluster (compared with the retryLimit annotation; a reset for a node whose GPUs must
+    be evacuated does not count)."""
     requeueing_time_in_seconds: int = Field(0, alias="requeueingTimeInSeconds", ge=0)
     """The current requeue timeout in seconds, grown after each requeue."""
     controller_first_timestamp: Timestamp | None = Field(None, alias="controllerfirsttimestamp")
@@ -373,7 +377,9 @@ class AppWrapperStatus(WireModel):
     conditions: list[Condition] = Field(default_factory=list)
     """Standard conditions: Queued (with the pending reason), Dispatched (reason
     Creating while the objects' creation is retried), PodsReady, Requeuing (with the
-    requeue's reason, e.g. Preempted), Completed, Failed, CleanupPending."""
+    requeue's reason, e.g. Preempted), Unhealthy (why its gang is unhealthy: a failed
+    pod, a sick node...), Resetting (while its gang is reset), DeletingResources (a
+    Failed one's objects kept or deleted), Completed, Failed, CleanupPending."""
 
 
 class AppWrapper(WireModel):

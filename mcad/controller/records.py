@@ -430,11 +430,13 @@ class AppWrapperRecord:
 
     @property
     def kept_after_failure(self) -> bool:
-        """Failed, with its objects kept for the deletion-on-failure grace."""
+        """Failed, its objects still there: kept for the deletion-on-failure grace, or
+        being deleted (``controller/resets.py``)."""
         if self.state != "Failed":
             return False
         cond = self.condition("DeletingResources") or {}
-        return cond.get("status") == "False" and cond.get("reason") == "DeletionPaused"
+        return cond.get("status") == "False" and cond.get("reason") in ("DeletionPaused",
+                                                                         "Deleting")
 
     @property
     def queued(self) -> bool:

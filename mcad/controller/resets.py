@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 RECHECK_S = 2.0
 RESUMED = "Resumed"
 DELETION_PAUSED = "DeletionPaused"
+DELETING = "Deleting"
+HOLDING = (DELETION_PAUSED, DELETING)
+"""Reasons of ``DeletingResources`` False: a Failed AppWrapper whose objects are still
+there (kept, or being deleted), which holds its quota and room until they are gone."""
 
 Clear = Callable[[AppWrapperRecord, datetime, float], Awaitable["int | None"]]
 """Delete the run's objects, force-deleting pods past the given seconds since the given
@@ -64,14 +68,6 @@ moment; how many are left (None: the cluster does not answer)."""
 
 def resetting(rec: AppWrapperRecord) -> bool:
     return (rec.condition("Resetting") or {}).get("status") == "True"
-
-
-def failed_holding(rec: AppWrapperRecord) -> bool:
-    """Failed, with its objects kept for the deletion-on-failure grace (it still holds
-    its quota and room)."""
-    cond = rec.condition("DeletingResources") or {}
-    return rec.state == "Failed" and cond.get("status") == "False" and \
-        cond.get("reason") == DELETION_PAUSED
 
 
 def deployed_at(rec: AppWrapperRecord) -> datetime | None:
@@ -184,53 +180,44 @@ class Resets:
     # -- giving up ----------------------------------------------------------------------------
     async def give_up(self, rec: AppWrapperRecord, verdict: GiveUp, policy: FaultPolicy, *,
                       counts: dict[str, int]) -> float | None:
+        """Failed: written first (the evidence, a failed pod, goes with the objects), with
+        ``DeletingResources`` False until its objects are gone, so it holds its quota
+        while they are deleted, or kept for the deletion-on-failure grace."""
         grace = policy.deletion_on_failure_grace
+        until = utcnow() + timedelta(seconds=grace)
         if grace > 0:
-            until = utcnow() + timedelta(seconds=grace)
-            kept = (f"its objects are kept until {rfc3339(until)} "
-                    "(deletionOnFailureGracePeriodDuration), holding its quota")
-            ok = await self.writer.patch_status(
-                rec, {**counts, "state": "Failed", "message": verdict.message},
-                conditions=(("Failed", "True", verdict.reason, verdict.message),
-                            ("Unhealthy", "True", verdict.reason, verdict.message),
-                            ("DeletingResources", "False", DELETION_PAUSED, kept)))
-            if ok:
-                metrics.count_failure(verdict.reason)
-                self.writer.event(rec, reason=verdict.reason, message=verdict.message,
-                                  warning=True)
-            return grace + 0.01
-        left = await self.clear(rec, utcnow(), policy.forceful_deletion_grace)
-        if left is None:
-            return None
-        if left:
-            return RECHECK_S
+            why = (DELETION_PAUSED, f"its objects are kept until {rfc3339(until)} "
+                                    "(deletionOnFailureGracePeriodDuration), holding its quota")
+        else:
+            why = (DELETING, "its objects are being deleted")
         ok = await self.writer.patch_status(
             rec, {**counts, "state": "Failed", "message": verdict.message},
             conditions=(("Failed", "True", verdict.reason, verdict.message),
                         ("Unhealthy", "True", verdict.reason, verdict.message),
-                        ("DeletingResources", "True", "ResourcesDeleted",
-                         "its objects were deleted")))
-        if ok:
-            metrics.count_failure(verdict.reason)
-            self.writer.event(rec, reason=verdict.reason, message=verdict.message,
-                              warning=True)
-            self.changed()
-        return None
+                        ("DeletingResources", "False", *why)))
+        if not ok:
+            return None
+        metrics.count_failure(verdict.reason)
+        self.writer.event(rec, reason=verdict.reason, message=verdict.message, warning=True)
+        return await self.finish_failure(rec)
 
     async def finish_failure(self, rec: AppWrapperRecord) -> float | None:
-        """A Failed AppWrapper whose objects were kept: delete them once the grace is over
-        (then it lets go of its quota)."""
+        """A Failed AppWrapper whose objects are still there: delete them once the
+        deletion-on-failure grace is over (then it lets go of its quota)."""
         cond = rec.condition("DeletingResources") or {}
         policy = self._policy(rec)
         since = parse_time(cond.get("lastTransitionTime")) or utcnow()
-        until = since + timedelta(seconds=policy.deletion_on_failure_grace)
+        grace = policy.deletion_on_failure_grace if cond.get("reason") == DELETION_PAUSED \
+            else 0.0
+        until = since + timedelta(seconds=grace)
         now = utcnow()
         if now < until:
             return (until - now).total_seconds() + 0.01
         left = await self.clear(rec, until, policy.forceful_deletion_grace)
         if left is None or left:
             return RECHECK_S
-        message = "its objects were deleted after its deletionOnFailureGracePeriodDuration"
+        message = "its objects were deleted" + (
+            " after its deletionOnFailureGracePeriodDuration" if grace else "")
         if await self.writer.patch_status(rec, {"message": message}, conditions=(
                 ("DeletingResources", "True", "ResourcesDeleted", message),)):
             self.changed()

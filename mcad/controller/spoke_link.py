@@ -358,12 +358,22 @@ class SpokeLink:
     # -- nodes, pods and closed namespaces ----------------------------------------------
     def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
+        before = self.nodes.get(name)
         if kind == "DELETED":
             self.nodes.pop(name, None)
         else:
             self.nodes[name] = _slim_node(obj)
         self._node_cache.pop(name, None)
-        self.on_change(self.name, (), True)
+        # A node whose GPUs must now be evacuated: the gangs running there are looked at.
+        rules = self.node_health
+        now_evict = kind != "DELETED" and rules.of(
+            self.nodes[name]["metadata"].get("labels") or {}) is NodeHealth.NO_EXECUTE
+        was_evict = before is not None and rules.of(
+            before["metadata"].get("labels") or {}) is NodeHealth.NO_EXECUTE
+        owners = {pod.owner_uid for pod in self.pods.values()
+                  if pod.node == name and pod.owner_uid} if now_evict and not was_evict \
+            else set()
+        self.on_change(self.name, owners, True)
 
     def _on_namespace(self, kind: str, obj: dict[str, Any]) -> None:
         """A namespace labelled closed (or no longer: a watch with a label selector sends

@@ -173,6 +173,12 @@ class SpokeJobs:
     namespace: str = "ns"
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
+    made: int = 0
+    """Jobs created so far (each gets a uid of its own, as the API server gives)."""
+    cascade: bool = False
+    """Delete a Job's pods with it (the garbage collector's part), when pushed by ``pod``."""
+    pods: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Per Job: its pods as last pushed."""
 
     def __post_init__(self) -> None:
         base = f"/apis/batch/v1/namespaces/{self.namespace}/jobs"
@@ -188,7 +194,8 @@ class SpokeJobs:
         if name in self.jobs:
             return status(409, "AlreadyExists")
         job = copy.deepcopy(request.body)
-        job["metadata"]["uid"] = f"job-{name}"
+        self.made += 1
+        job["metadata"]["uid"] = f"job-{name}" if self.made == 1 else f"job-{name}-{self.made}"
         self.jobs[name] = job
         path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{name}"
         self.spoke.only("GET", path, lambda _r: reply(200, self.jobs[name])
@@ -204,6 +211,8 @@ class SpokeJobs:
                 return status(404, "NotFound")
             self.deleted.append(name)
             self._watch("DELETED", job)
+            for pod in self.pods.pop(name, {}).values() if self.cascade else ():
+                self.spoke.live["/api/v1/pods"].event("DELETED", pod)
             return reply(200, {})
         return answer
 
@@ -214,14 +223,25 @@ class SpokeJobs:
         self._watch("MODIFIED", job)
 
     def pod(self, job: str, index: int, *, phase: str = "Running", ready: bool = True,
-            node: str = "n0", kind: str = "ADDED") -> None:
+            node: str = "n0", kind: str = "ADDED", exit_code: int | None = None,
+            reason: str = "Error") -> None:
+        """A pod of ``job`` (``exit_code``: a Failed pod's container ended so)."""
         template = self.jobs[job]["spec"]["template"]
+        status: dict[str, Any] = {"phase": phase, "conditions": [
+            {"type": "Ready", "status": "True" if ready else "False"}]}
+        if exit_code is not None:
+            status["containerStatuses"] = [{"name": "main", "state": {"terminated": {
+                "exitCode": exit_code, "reason": reason,
+                "finishedAt": "2026-01-01T00:00:10Z"}}}]
         pod = {"metadata": {"name": f"{job}-{index}", "namespace": self.namespace,
-                            "uid": f"{job}-pod-{index}",
+                            "uid": f"{self.jobs[job]['metadata']['uid']}-pod-{index}",
                             "labels": template["metadata"]["labels"]},
                "spec": {"nodeName": node, "containers": template["spec"]["containers"]},
-               "status": {"phase": phase, "conditions": [
-                   {"type": "Ready", "status": "True" if ready else "False"}]}}
+               "status": status}
+        if kind == "DELETED":
+            self.pods.get(job, {}).pop(pod["metadata"]["name"], None)
+        else:
+            self.pods.setdefault(job, {})[pod["metadata"]["name"]] = pod
         self.spoke.live["/api/v1/pods"].event(kind, pod)
 
 
@@ -264,10 +284,11 @@ async def until(what: str, check: Callable[[], object], within: float = 60) -> N
 
 
 def job_appwrapper(name: str, namespace: str = "ns", *, pods: int = 1,
-                   gpus: int = 8) -> dict[str, Any]:
+                   gpus: int = 8, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "workload.codeflare.dev/v1beta1", "kind": "AppWrapper",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace,
+                     **({"annotations": annotations} if annotations else {})},
         "spec": {"schedulingSpec": {"minAvailable": pods}, "resources": {"GenericItems": [{
             "completionstatus": "Complete",
             "generictemplate": {
