@@ -31,6 +31,7 @@ gone.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ from mcad.core.capacity import (
 from mcad.core.demand import Taint, pod_request
 from mcad.core.namespaces import CLOSED_LABEL, identity_namespace
 from mcad.core.resources import EMPTY, ResourceList
-from mcad.core.wrapping import UID_LABEL
+from mcad.core.wrapping import UID_LABEL, reported_conditions
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import SHARED_VALUE_CHARS, Connection, WriteFence
 from mcad.gateway.errors import (
@@ -432,7 +433,8 @@ class SpokeLink:
                 or self.conn is None or self._supervisor is None:
             return
         informer = Informer(self.conn, ref, self._item_handler, label_selector=UID_LABEL,
-                            keep=_slim_item, on_sync=self._on_sync, shared=False)
+                            keep=functools.partial(_slim_item, ref), on_sync=self._on_sync,
+                            shared=False)
         self._kinds[ref.kind] = informer
         self._supervisor.spawn(ref.kind, informer.run)
         self._refresh_health()
@@ -552,14 +554,15 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
-def _slim_item(obj: dict[str, Any]) -> dict[str, Any]:
-    """A wrapped object as completion reads it: identity and conditions."""
+def _slim_item(ref: ResourceRef, obj: dict[str, Any]) -> dict[str, Any]:
+    """A wrapped object of ``ref``'s kind as completion reads it: identity and
+    conditions (a RayJob's read off its status: ``mcad.core.wrapping.reported_conditions``;
+    the kind comes from the watch, since a list's items need not say it)."""
     meta = obj.get("metadata") or {}
+    conditions = reported_conditions(ref.api_version, ref.kind, obj.get("status"))
     return {"metadata": {"name": _interned(meta.get("name")),
                          "namespace": _interned(meta.get("namespace")), **_owner_label(meta)},
-            "conditions": {_interned(c.get("type", "")): _interned(c.get("status", ""))
-                           for c in (obj.get("status") or {}).get("conditions") or []
-                           if isinstance(c, dict)}}
+            "conditions": {_interned(t): _interned(s) for t, s in conditions.items()}}
 
 
 def _gone(error: ApiError | None) -> bool:
