@@ -31,6 +31,7 @@ gone.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ from mcad.core.demand import Taint, pod_request
 from mcad.core.health import FailedPod, GangState, NodeHealthRules
 from mcad.core.namespaces import CLOSED_LABEL, identity_namespace
 from mcad.core.resources import EMPTY, ResourceList
-from mcad.core.wrapping import UID_LABEL
+from mcad.core.wrapping import UID_LABEL, reported_conditions
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import SHARED_VALUE_CHARS, Connection, WriteFence
 from mcad.gateway.errors import (
@@ -460,7 +461,8 @@ class SpokeLink:
             return
         informer = Informer(self.conn, ref,
                             lambda event, obj: self._item_handler(ref.kind, event, obj),
-                            label_selector=UID_LABEL, keep=_slim_item, on_sync=self._on_sync,
+                            label_selector=UID_LABEL, keep=functools.partial(_slim_item, ref),
+                            on_sync=self._on_sync,
                             shared=False)
         self._kinds[ref.kind] = informer
         self._supervisor.spawn(ref.kind, informer.run)
@@ -664,16 +666,17 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
-def _slim_item(obj: dict[str, Any]) -> dict[str, Any]:
-    """A wrapped object as completion reads it: identity and conditions."""
+def _slim_item(ref: ResourceRef, obj: dict[str, Any]) -> dict[str, Any]:
+    """A wrapped object of ``ref``'s kind as completion reads it: identity and
+    conditions (a RayJob's read off its status: ``mcad.core.wrapping.reported_conditions``;
+    the kind comes from the watch, since a list's items need not say it)."""
     meta = obj.get("metadata") or {}
+    conditions = reported_conditions(ref.api_version, ref.kind, obj.get("status"))
     return {"metadata": {"name": _interned(meta.get("name")), "uid": meta.get("uid"),
                          "namespace": _interned(meta.get("namespace")), **_owner_label(meta),
                          **({"deletionTimestamp": meta["deletionTimestamp"]}
                             if meta.get("deletionTimestamp") else {})},
-            "conditions": {_interned(c.get("type", "")): _interned(c.get("status", ""))
-                           for c in (obj.get("status") or {}).get("conditions") or []
-                           if isinstance(c, dict)}}
+            "conditions": {_interned(t): _interned(s) for t, s in conditions.items()}}
 
 
 def _gone(error: ApiError | None) -> bool:

@@ -353,14 +353,28 @@ def _replica_specs_reader(field: str) -> _Reader:
 
 def _read_raycluster(obj: Mapping[str, Any], label: str) -> Iterator[_Found]:
     spec = _mapping(obj.get("spec"), f"{label}: generictemplate.spec")
-    head = _mapping(spec.get("headGroupSpec"), f"{label}: generictemplate.spec.headGroupSpec")
+    return _ray_cluster_pods(spec, "generictemplate.spec", label)
+
+
+def _read_rayjob(obj: Mapping[str, Any], label: str) -> Iterator[_Found]:
+    """The RayCluster a RayJob makes (``spec.rayClusterSpec``), as the AppWrapper project
+    infers a RayJob's pod sets; the submitter Job's one small pod is not counted (its
+    pods carry no AppWrapper label), and a RayJob that runs on an existing cluster
+    (``clusterSelector``, no ``rayClusterSpec``) makes none."""
+    spec = _mapping(obj.get("spec"), f"{label}: generictemplate.spec")
+    cluster = _mapping(spec.get("rayClusterSpec"),
+                       f"{label}: generictemplate.spec.rayClusterSpec")
+    return _ray_cluster_pods(cluster, "generictemplate.spec.rayClusterSpec", label)
+
+
+def _ray_cluster_pods(spec: Mapping[str, Any], at: str, label: str) -> Iterator[_Found]:
+    """A RayClusterSpec's pods: its head, and each worker group's replicas x hosts."""
+    head = _mapping(spec.get("headGroupSpec"), f"{label}: {at}.headGroupSpec")
     if head:
-        yield _Found(1, head.get("template"), "generictemplate.spec.headGroupSpec.template",
-                     "head")
-    groups = _list(spec.get("workerGroupSpecs"),
-                   f"{label}: generictemplate.spec.workerGroupSpecs")
+        yield _Found(1, head.get("template"), f"{at}.headGroupSpec.template", "head")
+    groups = _list(spec.get("workerGroupSpecs"), f"{label}: {at}.workerGroupSpecs")
     for i, raw in enumerate(groups):
-        path = f"generictemplate.spec.workerGroupSpecs[{i}]"
+        path = f"{at}.workerGroupSpecs[{i}]"
         where = f"{label}: {path}"
         group = _mapping(raw, where)
         if group.get("replicas") is not None:
@@ -387,6 +401,7 @@ _READERS: dict[tuple[str, str], _Reader] = {
     ("kubeflow.org", "TFJob"): _replica_specs_reader("tfReplicaSpecs"),
     ("kubeflow.org", "MPIJob"): _replica_specs_reader("mpiReplicaSpecs"),
     ("ray.io", "RayCluster"): _read_raycluster,
+    ("ray.io", "RayJob"): _read_rayjob,
     # Objects that create no pods of their own.
     ("scheduling.x-k8s.io", "PodGroup"): _read_nothing,
     ("scheduling.sigs.k8s.io", "PodGroup"): _read_nothing,

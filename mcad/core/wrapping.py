@@ -48,11 +48,38 @@ DEFAULT_COMPLETION: dict[tuple[str, str], tuple[str, ...]] = {
     ("kubeflow.org", "MPIJob"): ("Succeeded",),
     ("kubeflow.org", "XGBoostJob"): ("Succeeded",),
     ("kubeflow.org", "PaddleJob"): ("Succeeded",),
+    ("ray.io", "RayJob"): ("Complete",),
 }
 """(group, kind) -> the condition types that mean a wrapped object of that kind is done,
 used when its item gives no ``completionstatus``: a Job is done when *it* says Complete,
 not when the pods present at some moment have succeeded (between waves of a Job with
-completions > parallelism, or after a failed pod was replaced, the pods mislead)."""
+completions > parallelism, or after a failed pod was replaced, the pods mislead). A
+RayJob's are the ones ``reported_conditions`` reads off its status."""
+
+
+def reported_conditions(api_version: str, kind: str, status: object) -> dict[str, str]:
+    """A wrapped object's conditions (type -> status), as completion reads them.
+
+    Most kinds say how they end in ``status.conditions``. A RayJob says it in
+    ``status.jobDeploymentStatus`` and ``status.jobStatus`` (KubeRay writes no conditions
+    on it), read here as the conditions they mean. ``Complete``: its deployment is
+    Complete and its Ray job SUCCEEDED. ``Failed``: its deployment Failed (KubeRay's own
+    retries, ``backoffLimit``, are spent by then: a Ray job that failed with retries left
+    is written as Retrying, and mcad leaves it to KubeRay) or ValidationFailed, or it is
+    Complete with a Ray job that did not succeed (STOPPED by hand). A Ray job FAILED under
+    a deployment still Running or Retrying is not yet an end."""
+    status = status if isinstance(status, Mapping) else {}
+    out = {str(c.get("type", "")): str(c.get("status", ""))
+           for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+    if (api_version.rpartition("/")[0], kind) == ("ray.io", "RayJob"):
+        deployment, job = status.get("jobDeploymentStatus"), status.get("jobStatus")
+        if deployment == "Complete" and job == "SUCCEEDED":
+            out["Complete"] = "True"
+        elif deployment in ("Failed", "ValidationFailed") or deployment == "Complete":
+            out["Failed"] = "True"
+    return out
+
+
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
                   "deletionGracePeriodSeconds", "managedFields",
                   "generation", "selfLink")

@@ -235,6 +235,17 @@ class AppWrapperBuilder:
                 "workerGroupSpecs": groups}
         return self.item(self._object("ray.io/v1", "RayCluster", name, spec))
 
+    def rayjob(self, *, workers: Sequence[int] = (), name: str | None = None,
+               **shape: Any) -> AppWrapperBuilder:
+        """A RayJob whose RayCluster has one head and a group per ``workers`` entry."""
+        groups: list[Wire] = [
+            {"groupName": f"g{i}", "replicas": n, "minReplicas": 0, "maxReplicas": n,
+             "template": pod_template(**shape)} for i, n in enumerate(workers)]
+        spec = {"entrypoint": "python train.py", "shutdownAfterJobFinishes": True,
+                "rayClusterSpec": {"headGroupSpec": {"template": pod_template(**shape)},
+                                   "workerGroupSpecs": groups}}
+        return self.item(self._object("ray.io/v1", "RayJob", name, spec))
+
     def podgroup(self, *, min_member: int, name: str | None = None,
                  min_resources: Mapping[str, Quantity] | None = None) -> AppWrapperBuilder:
         spec: Wire = {"minMember": min_member}

@@ -140,6 +140,27 @@ async def test_a_relist_drops_wrapped_objects_deleted_meanwhile(running: Running
     assert ("east", ("u1",), False) in running.changes
 
 
+async def test_a_rayjob_is_read_by_its_own_status(running: Running) -> None:
+    """KubeRay writes no conditions on a RayJob: its end is its jobDeploymentStatus and
+    jobStatus, read as the conditions they mean (the kind from the watch: list items need
+    not carry it)."""
+    await settle()
+    rayjobs = ResourceRef("ray.io/v1", "RayJob", "rayjobs", namespaced=True)
+
+    def rayjob(name: str, deployment: str, job_status: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ns", "labels": {UID_LABEL: "u1"}},
+                "status": {"jobDeploymentStatus": deployment, "jobStatus": job_status}}
+
+    running.spoke.on("GET", "/apis/ray.io/v1/rayjobs", listing([
+        rayjob("done", "Complete", "SUCCEEDED"), rayjob("broke", "Failed", "FAILED"),
+        rayjob("busy", "Running", "RUNNING")]))
+    running.link.watch_kind(rayjobs)
+    await settle()
+    assert running.link.item_conditions("RayJob", "ns", "done") == {"Complete": "True"}
+    assert running.link.item_conditions("RayJob", "ns", "broke") == {"Failed": "True"}
+    assert running.link.item_conditions("RayJob", "ns", "busy") == {}
+
+
 async def test_not_ready_while_a_wrapped_kind_is_not_listed(running: Running) -> None:
     await settle()
     assert running.link.health.ready

@@ -1,5 +1,6 @@
 """What gets created for an AppWrapper: labels everywhere pods come from, and refusals
-(before anything is created) for kinds and namespaces an AppWrapper may not use."""
+(before anything is created) for kinds and namespaces an AppWrapper may not use; and how
+a wrapped object's end is read (conditions, or a RayJob's own status)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from mcad.core.progress import ItemState
 from mcad.core.wrapping import (
     NAME_LABEL,
     RESOURCE_NAME_LABEL,
@@ -15,6 +17,7 @@ from mcad.core.wrapping import (
     WrappedObject,
     is_ours,
     owned_by,
+    reported_conditions,
     wrapped_objects,
 )
 
@@ -156,6 +159,50 @@ def test_a_given_completionstatus_wins_over_the_kinds_own() -> None:
                                    "generictemplate": job()}]}})
     assert isinstance(planned, list)
     assert planned[0].completion == ("Complete", "Failed")
+
+
+def test_a_rayjob_without_completionstatus_completes_on_its_own_status() -> None:
+    rayjob = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "rj"},
+              "spec": {"entrypoint": "python train.py"}}
+    planned = plan(rayjob)
+    assert isinstance(planned, list)
+    assert planned[0].completion == ("Complete",)
+
+
+@pytest.mark.parametrize(("api_version", "kind", "status", "want_complete", "want_failed"), [
+    # A RayJob ends by jobDeploymentStatus and jobStatus (KubeRay writes no conditions).
+    ("ray.io/v1", "RayJob", {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"},
+     True, False),
+    ("ray.io/v1", "RayJob", {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED"},
+     False, True),
+    ("ray.io/v1", "RayJob", {"jobDeploymentStatus": "Failed", "jobStatus": "RUNNING",
+                             "reason": "DeadlineExceeded"}, False, True),
+    ("ray.io/v1", "RayJob", {"jobDeploymentStatus": "ValidationFailed"}, False, True),
+    ("ray.io/v1", "RayJob", {"jobDeploymentStatus": "Complete", "jobStatus": "STOPPED"},
+     False, True),
+    # Not an end yet: running, the submitter still running after the Ray job succeeded,
+    # and a failed Ray job that KubeRay retries (its backoffLimit).
+    ("ray.io/v1", "RayJob", {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"},
+     False, False),
+    ("ray.io/v1", "RayJob", {"jobDeploymentStatus": "Running", "jobStatus": "SUCCEEDED"},
+     False, False),
+    ("ray.io/v1", "RayJob", {"jobDeploymentStatus": "Retrying", "jobStatus": "FAILED"},
+     False, False),
+    ("ray.io/v1", "RayJob", {"jobDeploymentStatus": "Initializing"}, False, False),
+    ("ray.io/v1", "RayJob", {}, False, False),
+    ("ray.io/v1", "RayJob", None, False, False),
+    # Other kinds: their conditions, whatever their status says besides.
+    ("batch/v1", "Job", {"conditions": [{"type": "Complete", "status": "True"}]},
+     True, False),
+    ("batch/v1", "Job", {"conditions": [{"type": "Failed", "status": "True"}]},
+     False, True),
+    ("example.com/v1", "RayJob", {"jobDeploymentStatus": "Complete",
+                                  "jobStatus": "SUCCEEDED"}, False, False),
+])
+def test_how_a_wrapped_object_ends(api_version: str, kind: str, status: dict[str, Any] | None,
+                                   want_complete: bool, want_failed: bool) -> None:
+    item = ItemState(("Complete",), reported_conditions(api_version, kind, status))
+    assert (item.complete, item.failed) == (want_complete, want_failed)
 
 
 def test_a_service_account_token_secret_is_refused_unless_allowed() -> None:
