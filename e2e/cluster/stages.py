@@ -16,6 +16,8 @@ Pods: annotations drive them:
 - no annotation: Running and Ready ``READY_DELAY`` after being bound, until deleted;
 - ``mcad.test/runtime: "<duration>"`` (``1.5s``, ``72s``): Succeeds that long after Running;
 - ``mcad.test/never-ready: "true"``: Running but never Ready;
+- ``mcad.test/never-start: "true"``: bound, but Pending for ever (an image that never
+  pulls);
 - ``mcad.test/fail-after: "<duration>"``: Fails that long after Running (it wins over
   a runtime), its containers ending with ``mcad.test/exit-code`` (default 1) and reason
   ``mcad.test/exit-reason`` (default Error); a test fails one running pod of a gang by
@@ -31,6 +33,7 @@ READY_DELAY_MS = 300
 
 RUNTIME = "mcad.test/runtime"
 NEVER_READY = "mcad.test/never-ready"
+NEVER_START = "mcad.test/never-start"
 FAIL_AFTER = "mcad.test/fail-after"
 EXIT_CODE = "mcad.test/exit-code"
 EXIT_REASON = "mcad.test/exit-reason"
@@ -67,6 +70,10 @@ _CONTAINERS_RUNNING = """
       phase: Running
       startTime: {{ $now | Quote }}
 """
+
+
+_STARTS = (f"    - key: '.metadata.annotations[\"{NEVER_START}\"]'\n"
+           "      operator: 'NotIn'\n      values: ['true']")
 
 
 def _running(name: str, *, ready: bool, selector_extra: str) -> str:
@@ -267,10 +274,10 @@ def pod_stages() -> str:
     docs = [
         _running("pod-ready", ready=True, selector_extra=(
             f"    - key: '.metadata.annotations[\"{NEVER_READY}\"]'\n"
-            "      operator: 'NotIn'\n      values: ['true']")),
+            "      operator: 'NotIn'\n      values: ['true']\n" + _STARTS)),
         _running("pod-never-ready", ready=False, selector_extra=(
             f"    - key: '.metadata.annotations[\"{NEVER_READY}\"]'\n"
-            "      operator: 'In'\n      values: ['true']")),
+            "      operator: 'In'\n      values: ['true']\n" + _STARTS)),
         _finish("pod-complete", annotation=RUNTIME, phase="Succeeded", exit_code="0",
                 reason="Completed", unless=FAIL_AFTER),
         _finish("pod-fail", annotation=FAIL_AFTER, phase="Failed",

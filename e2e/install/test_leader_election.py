@@ -14,6 +14,7 @@ from e2e.clusters import Cluster
 from e2e.dispatch.conftest import (
     ControllerProcess,
     create_aw,
+    get_aw,
     job_appwrapper,
     wait_state,
 )
@@ -97,6 +98,58 @@ async def test_one_leader_writes_and_the_standby_takes_over(
         assert await dispatch_events(hub, aw_namespace) == {
             "before": 1, "after-kill": 1, "after-term": 1}
         print(f"failover figures: {figures}")
+    finally:
+        standby.stop()
+        if mcad.proc is None or mcad.proc.poll() is not None:
+            mcad.start()
+
+
+async def test_a_reset_in_flight_survives_a_leader_change_and_finishes_once(
+        mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str,
+        tmp_path: Path) -> None:
+    """A gang is reset (its pod failed), and the leader is killed during the reset's
+    pause: the standby takes the Lease and finishes the reset, once: one new Job, one
+    Resetting Event, ``resettingCount`` 1."""
+    hub, ns = clusters["hub"], aw_namespace
+    standby = ControllerProcess(mcad.hub_kubeconfig, tmp_path, name="replica-b")
+    standby.start(wait_ready=False)
+    try:
+        wire = job_appwrapper("flaky", pods=2, gpus=1, runtime="5s")
+        wire["metadata"]["annotations"] = {
+            "workload.codeflare.dev.appwrapper/failureGracePeriodDuration": "0s",
+            "workload.codeflare.dev.appwrapper/retryPausePeriodDuration": "25s"}
+        await create_aw(hub, ns, wire)
+
+        async def pods() -> list[Any]:
+            found = []
+            for spoke in SPOKES:
+                found += (await clusters[spoke].core.list_namespaced_pod(
+                    ns, label_selector="job-name=flaky")).items
+            return found
+
+        async def two_running() -> list[Any] | None:
+            running = [p for p in await pods() if p.status.phase == "Running"]
+            return running if len(running) == 2 else None
+
+        first = await wait_until(two_running, within=60, what="flaky's pods running")
+        spoke = str((await get_aw(hub, ns, "flaky"))["status"]["clusterName"])
+        await clusters[spoke].core.patch_namespaced_pod(
+            first[0].metadata.name, ns,
+            {"metadata": {"annotations": {"mcad.test/fail-after": "0s"}}})
+
+        async def resetting() -> bool:
+            conds = (await get_aw(hub, ns, "flaky"))["status"].get("conditions") or []
+            return any(c["type"] == "Resetting" and c["status"] == "True" for c in conds)
+
+        await wait_until(resetting, within=30, what="flaky to be resetting")
+        mcad.kill()  # in the reset's pause: the standby must finish it
+        done = await wait_state(hub, ns, "flaky", "Completed", within=120)
+        assert done["status"]["resettingCount"] == 1
+        events = (await hub.core.list_namespaced_event(ns)).items
+        resets = [e for e in events if e.reason == "Resetting"
+                  and e.involved_object.name == "flaky"]
+        assert len(resets) == 1 and (resets[0].count or 1) == 1, resets
+        assert await jobs_per_appwrapper(clusters, ns) == {"flaky": 1}
     finally:
         standby.stop()
         if mcad.proc is None or mcad.proc.poll() is not None:

@@ -92,11 +92,18 @@ def explanation(found: Explanation, snapshot: Snapshot, plan: Plan | None, scope
     namespace, _, name = found.key.partition("/")
     waiting = found.outcome not in ("Running", "Dispatched")
     start, basis = (estimate or estimated_start(plan, found.key)) if waiting else (None, "")
+    outcome, message = found.outcome, found.message
+    if found.outcome == "Running":  # what gang health says of it, when it says something
+        for kind in ("Resetting", "Unhealthy"):
+            cond = next((c for c in conditions or () if c.get("type") == kind), None)
+            if cond is not None and cond.get("status") == "True":
+                outcome, message = kind, f"{found.message}; {cond.get('message', '')}"
+                break
     ahead = [str(k) for k in found.ahead if scope.sees(k)]
     return {
         "apiVersion": GROUP_VERSION, "kind": "Explanation",
         "metadata": {"namespace": namespace, "name": name},
-        "key": str(found.key), "outcome": found.outcome, "message": clean(found.message),
+        "key": str(found.key), "outcome": outcome, "message": clean(message),
         "position": found.position,
         "checks": [{"step": c.step, "ok": c.ok, "detail": clean(c.detail)}
                    for c in found.checks],

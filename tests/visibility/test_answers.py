@@ -122,3 +122,17 @@ def test_the_page_shows_queue_clusters_running_and_quota() -> None:
     assert root["limit"]["nvidia.com/gpu"] == 16 and root["used"]["nvidia.com/gpu"] == 8
     assert page["planned"] == "2024-05-01T10:00:00Z"
     assert page["scope"] == {"everything": True, "namespaces": []}
+
+
+def test_explain_says_what_gang_health_says_of_a_running_appwrapper() -> None:
+    snapshot, result = two_teams()
+    found = explain(snapshot, result, AppWrapperKey("team-x/run"))
+    assert found is not None and found.outcome == "Running"
+    told = answers.explanation(found, snapshot, None, EVERYTHING, conditions=[
+        {"type": "Unhealthy", "status": "True", "reason": "FoundFailedPods",
+         "message": "pod run-3 failed with exit code 137 (OOMKilled); the gang is reset at "
+                    "10:01:00 unless it recovers (reset 1 of 3)"}])
+    assert told["outcome"] == "Unhealthy"
+    assert told["message"] == ("dispatched to cluster spoke-1; pod run-3 failed with exit "
+                               "code 137 (OOMKilled); the gang is reset at 10:01:00 unless "
+                               "it recovers (reset 1 of 3)")
