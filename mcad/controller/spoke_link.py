@@ -65,6 +65,7 @@ from mcad.gateway.errors import (
     GatewayError,
     NotFound,
     UnknownKind,
+    Unreachable,
 )
 from mcad.gateway.refs import Discovery, ResourceRef
 
@@ -194,8 +195,11 @@ class SpokeLink:
         try:
             self.identity_namespace = await self._identity(conn)
         except GatewayError as err:
-            self._set_health(False, "ConnectFailed", f"cannot ask the cluster who mcad is "
-                                                     f"there (SelfSubjectReview): {err}")
+            # A cluster that does not answer at all is Unreachable, as its watches would
+            # say (and the SpokeCluster's condition shows the address it tried).
+            reason = "Unreachable" if isinstance(err, Unreachable) else "ConnectFailed"
+            self._set_health(False, reason, f"cannot ask the cluster who mcad is there "
+                                            f"(SelfSubjectReview): {err}")
             await conn.close()
             raise
         conn.write_fence = self.fence
