@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e.cluster.topology import free_ports
 from e2e.clusters import Cluster
@@ -233,6 +234,17 @@ async def get_aw(hub: Cluster, namespace: str, name: str) -> dict[str, Any]:
     result: dict[str, Any] = await hub.custom.get_namespaced_custom_object(
         *AW[:2], namespace, AW[2], name)
     return result
+
+
+async def aw_gone(hub: Cluster, namespace: str, name: str) -> bool:
+    """True once the AppWrapper is gone from the hub."""
+    try:
+        await get_aw(hub, namespace, name)
+    except ApiException as err:
+        if err.status != 404:
+            raise
+        return True
+    return False
 
 
 async def wait_state(hub: Cluster, namespace: str, name: str, *states: str,

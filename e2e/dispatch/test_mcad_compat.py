@@ -10,9 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from e2e.clusters import Cluster, kubectl
+from e2e.controller import aw_gone
 from e2e.dispatch.conftest import (
     AW,
     ControllerProcess,
@@ -154,10 +153,6 @@ async def test_a_queued_mcad_appwrapper_is_pending_and_deleted_at_once(
     await hub.custom.delete_namespaced_custom_object(*AW[:2], aw_namespace, AW[2], "too-big")
 
     async def gone() -> bool:
-        try:
-            await get_aw(hub, aw_namespace, "too-big")
-        except ApiException as err:
-            return err.status == 404
-        return False
+        return await aw_gone(hub, aw_namespace, "too-big")
 
     await wait_until(gone, within=3, what="the queued AppWrapper to be gone")

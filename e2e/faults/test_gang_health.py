@@ -29,6 +29,7 @@ from e2e.clusters import Cluster
 from e2e.controller import (
     AW,
     ControllerProcess,
+    aw_gone,
     condition,
     create_aw,
     get_aw,
@@ -262,11 +263,7 @@ async def test_a_completed_appwrapper_goes_after_its_success_ttl(
     done = time.monotonic()
 
     async def gone() -> bool:
-        try:
-            await get_aw(hub, ns, "brief")
-        except ApiException as err:
-            return err.status == 404
-        return False
+        return await aw_gone(hub, ns, "brief")
 
     await wait_until(gone, within=20, what="brief to be deleted")
     print(f"deleted {time.monotonic() - done:.1f}s after it completed (TTL 10s)")
