@@ -344,7 +344,12 @@ class Lifecycle:
         }, conditions=(("Requeuing", "False", reason, message),
                        ("Dispatched", "False", "Requeued", message),
                        ("PodsReady", "False", "Requeued", message),
-                       ("Queued", "True", "RequeuePause" if counted else reason, message)))
+                       ("Queued", "True", "RequeuePause" if counted else reason, message),
+                       # A reset or a failed pod's grace under way belongs to this run
+                       # only: the next dispatch starts healthy.
+                       *((kind, "False", "Requeued", message)
+                         for kind in ("Resetting", "Unhealthy")
+                         if (rec.condition(kind) or {}).get("status") == "True")))
         if ok:
             log.info("%s requeued from cluster %s (%s%s): %s", rec.key, cluster, reason,
                      "" if counted else ", not counted", why)

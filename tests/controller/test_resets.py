@@ -28,6 +28,7 @@ from mcad.core import health
 from mcad.core.capacity import AppWrapperKey
 from mcad.gateway import watch as watch_module
 from tests.controller.seam import (
+    AW_PATH,
     Hub,
     Running,
     SpokeJobs,
@@ -245,3 +246,22 @@ def test_without_annotations_a_completed_appwrapper_is_kept() -> None:
     annotated = AppWrapperRecord.of(job_appwrapper("train", annotations=FAST))
     assert annotated.fault_policy(config).success_ttl == 7 * 86400
     assert annotated.fault_policy(config).graces is True
+
+
+async def test_a_requeue_during_the_grace_leaves_the_next_dispatch_healthy() -> None:
+    """Unhealthy belongs to one run: the spec changes while a failed pod's grace runs
+    (a requeue, SpecChanged), and the AppWrapper goes back to the queue with Unhealthy
+    False, so its next dispatch is not judged by the last one's trouble."""
+    async with gang(FAST) as (hub, jobs, _):
+        jobs.pod("train", 2, phase="Failed", ready=False, exit_code=1, kind="MODIFIED")
+        await until("Unhealthy", lambda: condition(hub, "Unhealthy").get("status") == "True")
+        aw = hub.appwrappers[("ns", "train")]
+        aw["spec"]["priority"] = 1
+        aw["spec"]["schedulingSpec"]["minAvailable"] = 3  # a change of what it runs
+        aw["metadata"]["generation"] += 1
+        aw["metadata"]["resourceVersion"] = str(next(hub.versions))
+        hub.transport.live[AW_PATH].event("MODIFIED", aw)
+        await until("requeued", lambda: condition(hub, "Requeuing").get("reason")
+                    == "SpecChanged" and condition(hub, "Requeuing").get("status") == "False")
+        assert condition(hub, "Unhealthy")["status"] == "False"
+        assert condition(hub, "Unhealthy")["reason"] == "Requeued"
