@@ -181,6 +181,18 @@ class CustomPodResources(WireModel):
     """Per-pod limits."""
 
 
+def kubernetes_object(value: dict[str, Any], field: str) -> dict[str, Any]:
+    """``value``, when it names its apiVersion and kind (a wrapped object must)."""
+    missing = [k for k in ("apiVersion", "kind") if not isinstance(value.get(k), str)
+               or not value.get(k)]
+    if missing:
+        raise ValueError(
+            f"the wrapped object has no {' or '.join(missing)}; every {field} must be a "
+            "complete Kubernetes object"
+        )
+    return value
+
+
 class GenericItem(WireModel):
     """One wrapped Kubernetes object and the pods it stands for."""
 
@@ -216,14 +228,7 @@ class GenericItem(WireModel):
     @field_validator("generic_template")
     @classmethod
     def _is_kubernetes_object(cls, value: dict[str, Any]) -> dict[str, Any]:
-        missing = [k for k in ("apiVersion", "kind") if not isinstance(value.get(k), str)
-                   or not value.get(k)]
-        if missing:
-            raise ValueError(
-                f"the wrapped object has no {' or '.join(missing)}; every generictemplate "
-                "must be a complete Kubernetes object"
-            )
-        return value
+        return kubernetes_object(value, "generictemplate")
 
     def completion_conditions(self) -> tuple[str, ...]:
         """The condition types named by completionstatus, in order, without blanks."""
@@ -320,6 +325,9 @@ class AppWrapperStatus(WireModel):
     """Pods of the AppWrapper that Failed."""
     number_of_requeueings: int = Field(0, alias="numberOfRequeueings", ge=0)
     """Times the AppWrapper was requeued (compared with maxNumRequeuings)."""
+    resetting_count: int = Field(0, alias="resettingCount", ge=0)
+    """Times its gang was reset in place (deleted and created again on the same cluster,
+    keeping its quota): v1beta2's resettingCount."""
     requeueing_time_in_seconds: int = Field(0, alias="requeueingTimeInSeconds", ge=0)
     """The current requeue timeout in seconds, grown after each requeue."""
     controller_first_timestamp: Timestamp | None = Field(None, alias="controllerfirsttimestamp")
