@@ -66,6 +66,11 @@ CAN_I = [
     ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/other", None,
      False),
     ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io", None, False),
+    ("update", "customresourcedefinitions.apiextensions.k8s.io/"
+               "appwrappers.workload.codeflare.dev", None, True),
+    ("update", "customresourcedefinitions.apiextensions.k8s.io/"
+               "quotasubtrees.quota.codeflare.dev", None, False),
+    ("create", "customresourcedefinitions.apiextensions.k8s.io", None, False),
     ("update", "secrets/mcad-webhook-tls", "mcad-system", True),
     ("update", "configmaps/mcad-runtimes", "mcad-system", True),
     ("update", "configmaps/mcad-config", "mcad-system", False),

@@ -190,6 +190,13 @@ class V1beta2Facts:
     suspend: bool = False
     managed_by: str | None = None
 
+    def demand_pod_sets(self) -> tuple[tuple[DeclaredPodSet, ...] | None, ...] | None:
+        """What the demand counts pods by (``mcad.core.demand``): the podSets when it was
+        written as v1beta2 or declares some; None: v1beta1's rules."""
+        if self.written_as_v1beta2 or any(self.pod_sets):
+            return self.pod_sets
+        return None
+
     @property
     def managed_elsewhere(self) -> bool:
         """Another controller runs it (``spec.managedBy`` names one that is not mcad)."""

@@ -62,6 +62,8 @@ APISERVICES = ResourceRef("apiregistration.k8s.io/v1", "APIService", "apiservice
 VALIDATING_WEBHOOKS = ResourceRef("admissionregistration.k8s.io/v1",
                                   "ValidatingWebhookConfiguration",
                                   "validatingwebhookconfigurations", namespaced=False)
+CUSTOMRESOURCEDEFINITIONS = ResourceRef("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                                        "customresourcedefinitions", namespaced=False)
 LEASES = ResourceRef("coordination.k8s.io/v1", "Lease", "leases", namespaced=True)
 APPWRAPPERS = ResourceRef("workload.codeflare.dev/v1beta1", "AppWrapper", "appwrappers", True)
 QUOTASUBTREES = ResourceRef("quota.codeflare.dev/v1alpha1", "QuotaSubtree", "quotasubtrees", True)
