@@ -39,6 +39,7 @@ from mcad.core.reservation import BrokenPromise
 from mcad.core.resources import ResourceList
 from mcad.core.snapshot import (
     PREEMPTED,
+    SUSPENDED,
     Admitted,
     AppWrapperEntry,
     BackfillPromise,
@@ -307,6 +308,13 @@ class CycleBooks:
         self.evicted |= gone
         for key in keys:
             self.evictions.append(Eviction(key, PREEMPTED, message, for_key))
+
+    def evict_suspended(self, key: AppWrapperKey, message: str) -> None:
+        """Take back a running AppWrapper whose spec.suspend is true: no longer a
+        candidate for anyone's eviction; its quota and room stay held until it is gone."""
+        self._drop_candidates({key})
+        self.evicted.add(key)
+        self.evictions.append(Eviction(key, SUSPENDED, message, AppWrapperKey("")))
 
     def _shrink(self, orders: tuple[ShrinkOrder, ...]) -> None:
         view = self._after_evictions()

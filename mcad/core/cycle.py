@@ -20,7 +20,8 @@ typed value; only this module writes the cycle's books (``mcad.core.books``):
 Phases:
 
 1. The running AppWrappers are charged to the books' quota (they hold quota); they are
-   the eviction candidates. Their pods already hold capacity, through the nodes'
+   the eviction candidates; one suspended (``spec.suspend``) is taken back (an eviction,
+   reason Suspended). Their pods already hold capacity, through the nodes'
    requests or the clusters' reservations (the board was built with the books: per-node
    free room, every cluster's reservations placed first). Those started by reservation
    backfill whose promise to a still-waiting head came due are noted
@@ -28,7 +29,8 @@ Phases:
 2. The queued AppWrappers are ordered: within quota first, then fair shares (plain
    priority order without quota trees).
 3. Each queued AppWrapper, in that order, gets exactly one outcome, from the first check
-   it fails: RequeuePause, InvalidDemand, QuotaNodeNotFound, NoMatchingCluster (no
+   it fails: its hold (Suspended, QueueNotFound, PriorityClassNotFound), RequeuePause,
+   InvalidDemand, QuotaNodeNotFound, NoMatchingCluster (no
    cluster it may use, or each one closes its namespace), WaitingForPreemption (its
    victims are still going; or, a head that cannot start now, the backfills that broke
    their promise to it are evicted, as preemption victims are), QuotaExceeded,
@@ -78,6 +80,7 @@ from mcad.core.snapshot import (
     CycleResult,
     Dispatch,
     Eviction,
+    Hold,
     Pending,
     PendingReason,
     Phase,
@@ -87,7 +90,7 @@ from mcad.core.snapshot import (
 )
 
 __all__ = ["PREEMPTED", "QUEUED", "Admitted", "AppWrapperEntry", "CyclePolicy",
-           "CycleResult", "Dispatch", "Eviction", "Pending", "PendingReason", "Phase",
+           "CycleResult", "Dispatch", "Eviction", "Hold", "Pending", "PendingReason", "Phase",
            "Queued", "Resize", "Snapshot", "dispatch_cycle"]
 
 NEVER_FITS_ROOM = "it does not fit even with nothing else running"
@@ -120,6 +123,10 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
     for entry in snapshot.appwrappers:
         (admitted if isinstance(entry.phase, Admitted) else queued).append(entry)
     books.hold_running(admitted)
+    for entry in admitted:
+        if entry.hold is not None and entry.hold.reason == PendingReason.SUSPENDED and \
+                not entry.draining:
+            books.evict_suspended(entry.key, entry.hold.message)
     # Backfills still running when their promise to a waiting head came due: they go
     # when that head is decided, unless it can start without their room.
     books.note_broken(broken_promises(admitted, queued, now=snapshot.now))
@@ -179,6 +186,9 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
     """Give ``entry`` its one outcome (``known``: its quota assignment, when the order
     has it). The hot path of the cycle: most of a long queue ends at a cached misfit,
     so the checks avoid calls and allocations where they can."""
+    if entry.hold is not None:
+        books.pend(entry.key, entry.hold.reason, entry.hold.message)
+        return
     not_before = entry.not_before
     if not_before is not None and not_before > books.now:
         books.pend(entry.key, PendingReason.REQUEUE_PAUSE,

@@ -26,6 +26,9 @@ from mcad.core.victims import PreemptionPolicy
 class PendingReason(StrEnum):
     """Why a queued AppWrapper was not dispatched in this cycle."""
 
+    SUSPENDED = "Suspended"
+    QUEUE_NOT_FOUND = "QueueNotFound"
+    PRIORITY_CLASS_NOT_FOUND = "PriorityClassNotFound"
     REQUEUE_PAUSE = "RequeuePause"
     INVALID_DEMAND = "InvalidDemand"
     QUOTA_NODE_NOT_FOUND = "QuotaNodeNotFound"
@@ -50,7 +53,20 @@ class Blocked:
 
 
 PREEMPTED = "Preempted"
-"""Reason of every eviction the cycle orders."""
+"""Reason of every eviction the cycle orders to make room."""
+SUSPENDED = "Suspended"
+"""Reason of the eviction of a running AppWrapper whose spec.suspend is true."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Why an AppWrapper stays out of the queue whatever room there is, until someone
+    acts: it is suspended (v1beta2's ``spec.suspend``), or a Kueue label of it names a
+    queue or priority class that does not exist. Admitted and suspended, it is taken
+    back first."""
+
+    reason: PendingReason
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +140,8 @@ class AppWrapperEntry:
     backfill_promise: BackfillPromise | None = None
     """Admitted by reservation backfill on the promise to end before the head's
     reservation (``status.backfillPromise``); None: admitted on no promise."""
+    hold: Hold | None = None
+    """Kept out of the queue (``Hold``); None: it may be dispatched."""
     since: float = field(init=False, repr=False, compare=False)
     """``queued_since or created`` as POSIX seconds: the queue's sort key, computed once
     per entry (the controller keeps entries across cycles) since sorting 10,000 aware

@@ -64,6 +64,10 @@ VALIDATING_WEBHOOKS = ResourceRef("admissionregistration.k8s.io/v1",
                                   "validatingwebhookconfigurations", namespaced=False)
 CUSTOMRESOURCEDEFINITIONS = ResourceRef("apiextensions.k8s.io/v1", "CustomResourceDefinition",
                                         "customresourcedefinitions", namespaced=False)
+PRIORITYCLASSES = ResourceRef("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses",
+                              namespaced=False)
+WORKLOADPRIORITYCLASSES = ResourceRef("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass",
+                                      "workloadpriorityclasses", namespaced=False)
 LEASES = ResourceRef("coordination.k8s.io/v1", "Lease", "leases", namespaced=True)
 APPWRAPPERS = ResourceRef("workload.codeflare.dev/v1beta1", "AppWrapper", "appwrappers", True)
 QUOTASUBTREES = ResourceRef("quota.codeflare.dev/v1alpha1", "QuotaSubtree", "quotasubtrees", True)

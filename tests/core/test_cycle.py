@@ -10,6 +10,7 @@ import pytest
 
 from mcad.core.cycle import CycleResult, Snapshot, dispatch_cycle
 from mcad.core.quota import QuotaForest
+from mcad.core.snapshot import SUSPENDED, PendingReason
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_forest, make_tree
 from tests.builders.snapshots import SnapshotBuilder, at, demand_of, make_entry, make_snapshot
@@ -391,6 +392,29 @@ CASES = [
         want_evictions={"default/borrower-a": "default/owner",
                         "default/borrower-b": "default/owner-2"},
     ),
+    CycleCase(
+        id="a held AppWrapper waits with its sentence whatever room there is",
+        snapshot=lambda: one_spoke().add(
+            make_entry("suspended").job(gpu=8).held(PendingReason.SUSPENDED, "suspended"),
+            make_entry("lost").job(gpu=8).held(PendingReason.QUEUE_NOT_FOUND, "no queue q"),
+            make_entry("unclassed").job(gpu=8).held(PendingReason.PRIORITY_CLASS_NOT_FOUND,
+                                                    "no class c"),
+            make_entry("free").job(gpu=8).created(at(10))).obj(),
+        want_dispatched={"default/free": "spoke-1"},
+        want_pending={"default/suspended": "Suspended", "default/lost": "QueueNotFound",
+                      "default/unclassed": "PriorityClassNotFound"},
+        want_messages={"default/suspended": "suspended", "default/lost": "no queue q",
+                       "default/unclassed": "no class c"},
+    ),
+    CycleCase(
+        id="a running AppWrapper suspended is taken back, once",
+        snapshot=lambda: one_spoke().add(
+            make_entry("running").job(gpu=8).admitted("spoke-1")
+            .held(PendingReason.SUSPENDED, "spec.suspend is true"),
+            make_entry("draining").job(gpu=8).admitted("spoke-1").draining()
+            .held(PendingReason.SUSPENDED, "spec.suspend is true")).obj(),
+        want_evictions={"default/running": ""},
+    ),
 ]
 
 
@@ -457,6 +481,13 @@ def test_dispatch_cycle(case: CycleCase) -> None:
     result = dispatch_cycle(snapshot)
     _check(result, case, snapshot)
     assert dispatch_cycle(snapshot) == result, "same snapshot, same decisions"
+
+
+def test_a_suspended_run_is_evicted_for_nobody_with_its_own_reason() -> None:
+    snapshot = one_spoke().add(make_entry("running").job(gpu=8).admitted("spoke-1").held(
+        PendingReason.SUSPENDED, "spec.suspend is true")).obj()
+    (eviction,) = dispatch_cycle(snapshot).evictions
+    assert (eviction.reason, eviction.message) == (SUSPENDED, "spec.suspend is true")
 
 
 def test_placement_lists_pods_per_node() -> None:
