@@ -70,6 +70,9 @@ WORKLOADPRIORITYCLASSES = ResourceRef("kueue.x-k8s.io/v1beta1", "WorkloadPriorit
                                       "workloadpriorityclasses", namespaced=False)
 LEASES = ResourceRef("coordination.k8s.io/v1", "Lease", "leases", namespaced=True)
 APPWRAPPERS = ResourceRef("workload.codeflare.dev/v1beta1", "AppWrapper", "appwrappers", True)
+APPWRAPPERS_V1BETA2 = ResourceRef("workload.codeflare.dev/v1beta2", "AppWrapper", "appwrappers",
+                                  True)
+"""AppWrappers as v1beta2 (converted by mcad's webhook); mcad itself reads v1beta1."""
 QUOTASUBTREES = ResourceRef("quota.codeflare.dev/v1alpha1", "QuotaSubtree", "quotasubtrees", True)
 SPOKECLUSTERS = ResourceRef("cluster.codeflare.dev/v1alpha1", "SpokeCluster", "spokeclusters",
                             False)
