@@ -62,6 +62,7 @@ from mcad.core.books import CycleBooks, Turn
 from mcad.core.demand import Demand
 from mcad.core.domainfit import candidates_knowing
 from mcad.core.fairness import FairOrder
+from mcad.core.lasting import NEVER_FITS_ROOM, never_fits
 from mcad.core.namespaces import open_candidates
 from mcad.core.placement import EVERY_CLUSTER, Placement, pod_of, retell
 from mcad.core.plans import PreemptionPlan
@@ -93,7 +94,6 @@ __all__ = ["PREEMPTED", "QUEUED", "Admitted", "AppWrapperEntry", "CyclePolicy",
            "CycleResult", "Dispatch", "Eviction", "Hold", "Pending", "PendingReason", "Phase",
            "Queued", "Resize", "Snapshot", "dispatch_cycle"]
 
-NEVER_FITS_ROOM = "it does not fit even with nothing else running"
 _ROOM_REASONS = (PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY)
 
 
@@ -232,6 +232,11 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
     quota_key = (id(assignment), demand.total)  # a ResourceList hashes once, then cached
     cached = books.quota_misfits.get(quota_key)
     if cached is not None:
+        lasting = _lasting(books, entry, demand, candidates) if cached.could_run else None
+        if lasting is not None:
+            _blocked(books, entry, demand, assignment, candidates, blocked=lasting,
+                     by_quota=False, tried_small=True)
+            return
         if books.line.seen and entry.elastic_min is None:  # nothing else can come of it
             books.pending.append(Pending(entry.key, cached.reason, cached.message))
         else:
@@ -253,6 +258,12 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
                          unused=books.unused_quota, assignment=assignment, total=demand.total)
     if answer is QuotaAnswer.FITS:
         return True
+    if answer is QuotaAnswer.HELD_FOR_HEAD or not answer.never:
+        lasting = _lasting(books, entry, demand, candidates)
+        if lasting is not None:  # the cause that will not go by waiting leads; no preemption
+            _blocked(books, entry, demand, assignment, candidates, blocked=lasting,
+                     by_quota=False, tried_small=True)
+            return False
     if answer is QuotaAnswer.HELD_FOR_HEAD:
         blocked = books.quota_misfits[key] = books.line.behind(True)
         _blocked(books, entry, demand, assignment, candidates, blocked=blocked, by_quota=True)
@@ -285,6 +296,22 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
     _blocked(books, entry, demand, assignment, candidates, blocked=blocked, by_quota=True,
              tried_small=True)
     return False
+
+
+def _lasting(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
+             candidates: tuple[int, ...]) -> Blocked | None:
+    """A gang short of quota that no cluster it may use could hold even empty waits for
+    that, which waiting will not change (``mcad.core.lasting``); cached per shape and
+    candidates for the cycle. None: quota is its cause (or it is elastic)."""
+    if entry.elastic_min is not None:
+        return None
+    key = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
+                 for s in demand.pod_sets), candidates, demand.topology)
+    if key not in books.lasting:
+        sentence = never_fits(books.board, demand, candidates)
+        books.lasting[key] = None if sentence is None else Blocked(
+            PendingReason.INSUFFICIENT_CAPACITY, sentence, could_run=False)
+    return books.lasting[key]
 
 
 def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
