@@ -125,5 +125,8 @@ async def test_kubectl_get_aw_shows_state_cluster_requeues_age(
     for doc in fixture("aw-job-quota.yaml"):
         doc["metadata"]["namespace"] = namespace
         await hub_crds.custom.create_namespaced_custom_object(*AW[:2], namespace, AW[2], doc)
-    header = kubectl(kubectl_path, hub_crds, "get", "aw", "-n", namespace).splitlines()[0]
+    # By name: kubectl's default is the newest version, v1beta2, converted by mcad's
+    # webhook (e2e/v1beta2/test_samples.py reads it with its own columns).
+    header = kubectl(kubectl_path, hub_crds, "get", "appwrappers.v1beta1.workload.codeflare.dev",
+                     "-n", namespace).splitlines()[0]
     assert header.split() == ["NAME", "STATE", "CLUSTER", "REQUEUES", "AGE"]

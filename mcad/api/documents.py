@@ -99,6 +99,8 @@ def parse_object(doc: object) -> Parsed:
     except ValidationError as err:
         return Parsed(kind, name, problems=tuple(describe_errors(err)))
     problems = []
+    compatible = "AppWrapper v1beta2" if api_version == appwrapper_v1beta2.API_VERSION \
+        else "MCAD"
     if not name and not (isinstance(metadata, Mapping) and metadata.get("generateName")):
         problems.append("metadata.name: is required")
     notes = tuple(
@@ -106,7 +108,7 @@ def parse_object(doc: object) -> Parsed:
         "(check the spelling)"
         for path in model.unknown_fields()
     ) + tuple(
-        f"{path}: accepted for MCAD compatibility and not acted on ({instead})"
+        f"{path}: accepted for {compatible} compatibility and not acted on ({instead})"
         for path, instead in model.ignored_fields()
     )
     return Parsed(kind, name, model=None if problems else model, problems=tuple(problems),

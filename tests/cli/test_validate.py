@@ -292,3 +292,17 @@ def test_a_v1beta2_appwrapper_is_refused_in_its_own_words(
     code, _, err = run(["validate", "-f", str(path)], capsys)
     assert code == 1 and says in err, err
     assert "GenericItems" not in err and "generictemplate" not in err
+
+
+def test_pod_set_infos_are_kept_and_said_to_be_ignored(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What Kueue would inject into admitted pod templates: mcad places pods itself."""
+    doc = yaml.safe_load(yaml.safe_dump(V1BETA2_JOB))
+    doc["spec"]["components"][0]["podSetInfos"] = [{"nodeSelector": {"zone": "a"}}]
+    path = tmp_path / "aw.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, _, err = run(["validate", "-f", str(path)], capsys)
+    assert code == 0
+    assert ("spec.components[0].podSetInfos: accepted for AppWrapper v1beta2 compatibility and "
+            "not acted on (Kueue's injection for the pods it admits; mcad places the pods "
+            "itself)") in err
