@@ -47,7 +47,7 @@ from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry
 from mcad.core.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem, sized
 from mcad.core.placement import ClusterSelector
-from mcad.core.queues import Unknown, quota_labels
+from mcad.core.queues import PRIORITY_CLASS_LABEL, Unknown, quota_labels
 from mcad.core.requeue import UNCOUNTED_REASONS, RequeuePolicy
 from mcad.core.snapshot import BackfillPromise, Hold, PendingReason
 from mcad.core.topology import TopologyPin
@@ -545,8 +545,9 @@ class AppWrapperRecord:
     def priority(self) -> int:
         """The value of the priority class its ``kueue.x-k8s.io/priority-class`` label
         names, else ``spec.priority`` (0 when absent or unreadable)."""
-        if self.classes is not None:
-            found = self.classes.priority(self.meta.get("labels") or {})
+        labels = (self.observed.head.get("metadata") or {}).get("labels") or {}
+        if self.classes is not None and PRIORITY_CLASS_LABEL in labels:
+            found = self.classes.priority(labels)
             if isinstance(found, int):
                 return found
         try:
@@ -557,12 +558,13 @@ class AppWrapperRecord:
     def hold(self, config: RunConfig) -> tuple[Hold | None, Mapping[str, str]]:
         """Why it stays out of the queue (suspended; a queue or priority class its Kueue
         labels name that does not exist), and the labels its quota is read from."""
-        labels = self.meta.get("labels") or {}
+        labels = (self.observed.head.get("metadata") or {}).get("labels") or {}
         quota = quota_labels(labels, config.queue_names)
         hold = None
         if isinstance(quota, Unknown):
             hold, quota = Hold(PendingReason.QUEUE_NOT_FOUND, quota.message), labels
-        found = self.classes.priority(labels) if self.classes is not None else None
+        found = self.classes.priority(labels) \
+            if self.classes is not None and PRIORITY_CLASS_LABEL in labels else None
         if isinstance(found, Unknown):
             hold = Hold(PendingReason.PRIORITY_CLASS_NOT_FOUND, found.message)
         facts = self.observed.facts
