@@ -19,11 +19,13 @@ with a Failure naming what is wrong.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from mcad.api.conversion import ConversionError, convert
 
+log = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024 * 1024
 """The largest ConversionReview read (bytes); a larger one is refused (413)."""
 AT_ONCE = 2
@@ -51,13 +53,17 @@ def review(body: bytes) -> bytes:
     for index, obj in enumerate(objects):
         if not isinstance(obj, Mapping):
             return _answer(uid, failure=f"objects[{index}] is not an object")
+        named = obj.get("metadata")
+        meta: Mapping[str, Any] = named if isinstance(named, Mapping) else {}
+        which = f"AppWrapper {meta.get('namespace', '')}/{meta.get('name', '')}"
         try:
             converted.append(convert(obj, wanted))
         except ConversionError as err:
-            named = obj.get("metadata")
-            meta: Mapping[str, Any] = named if isinstance(named, Mapping) else {}
-            return _answer(uid, failure=f"AppWrapper {meta.get('namespace', '')}/"
-                                        f"{meta.get('name', '')}: {err}")
+            return _answer(uid, failure=f"{which}: {err}")
+        except Exception as err:  # a defect: said, never a 500 without a word
+            log.exception("converting %s to %s failed", which, wanted)
+            return _answer(uid, failure=f"{which} cannot be converted to {wanted} "
+                                        f"({type(err).__name__}); see mcad's log")
     return _answer(uid, objects=converted)
 
 
