@@ -190,8 +190,9 @@ class CertManager:
         if self.registration.url:
             wanted = configuration(self.registration, ca)
             wanted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            if [w.get("clientConfig") for w in current.get("webhooks") or []] != \
-                    [w["clientConfig"] for w in wanted["webhooks"]]:
+            # (the rules too: an older mcad registered v1beta1 only)
+            if [(w.get("clientConfig"), w.get("rules")) for w in current.get("webhooks") or []] \
+                    != [(w["clientConfig"], w["rules"]) for w in wanted["webhooks"]]:
                 await verbs.replace(self.hub, refs.VALIDATING_WEBHOOKS, wanted)
             return
         bundle = base64.b64encode(ca).decode()

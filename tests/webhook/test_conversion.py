@@ -20,7 +20,7 @@ from mcad.api import appwrapper, appwrapper_v1beta2
 from mcad.api.conversion import CONVERT_PATH, to_v1beta2
 from mcad.config import RunConfig
 from mcad.webhook import conversion
-from mcad.webhook.certmanager import APPWRAPPERS_CRD, CertManager, Registration
+from mcad.webhook.certmanager import APPWRAPPERS_CRD, CertManager, Registration, configuration
 from mcad.webhook.server import WebhookServer
 from tests.gateway.scripted import Request, ScriptedTransport, reply
 
@@ -180,3 +180,22 @@ async def test_a_review_larger_than_the_bound_is_refused(
     async with aiohttp.ClientSession() as session, session.post(
             url, json=big, ssl=trust) as resp:
         assert resp.status == 413
+
+
+async def test_url_mode_brings_an_older_registration_to_both_versions() -> None:
+    """An mcad from before v1beta2 registered its admission webhook for v1beta1 only: a
+    v1beta2 AppWrapper would be admitted unchecked. The leader replaces the rules."""
+    hub = Hub(manifests_crd())
+    webhooks = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+    registration = Registration(url="https://127.0.0.1:1/validate-appwrapper")
+    manager = CertManager(hub=hub.transport.connection("hub"), namespace="mcad-system",
+                          registration=registration)
+    bundle = await manager.ensure()
+    old = configuration(registration, bundle.ca_cert)
+    old["webhooks"][0]["rules"][0]["apiVersions"] = ["v1beta1"]
+    old["metadata"]["resourceVersion"] = "3"
+    hub.transport.only("GET", f"{webhooks}/mcad", reply(200, old))
+    hub.transport.on("PUT", f"{webhooks}/mcad", reply(200, {}))
+    await manager.ensure()
+    (put,) = hub.transport.sent("PUT", f"{webhooks}/mcad")
+    assert put.body["webhooks"][0]["rules"][0]["apiVersions"] == ["v1beta1", "v1beta2"]
