@@ -15,6 +15,11 @@ writing YAML; this is mcad's::
 or Deployment exactly as ``mcad wrap`` does (its demand read from its pod templates).
 Every method is synchronous: the client runs its own event loop in a thread of its own,
 so it works the same in a script and in a notebook (whose cell already runs a loop).
+It cleans up after itself: ``close()`` (or ``with Client() as mcad:``) ends its
+connection and its thread at once; a client dropped without either (a notebook cell run
+again, the kernel ended) is closed when it is collected, or at exit, so no "Unclosed
+client session" is ever printed. ``submit`` takes v1beta1 and v1beta2 AppWrappers alike
+(``api="v1beta2"`` wraps a plain object as v1beta2).
 Position, reason and estimated start come from the visibility API, asked through the
 hub as ``mcad queue`` asks it (``mcad.visibility.client``): with your credentials, so
 you see what your role lets you see. Errors are ``McadError`` with a sentence.
@@ -23,9 +28,11 @@ you see what your role lets you see. Errors are ``McadError`` with a sentence.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +46,7 @@ from mcad.core.wrapping import APPWRAPPER_API_VERSION
 from mcad.gateway import verbs
 from mcad.gateway.connection import Connection, connect, default_kubeconfig_path
 from mcad.gateway.errors import AlreadyExists, ApiError, GatewayError, NotFound
-from mcad.gateway.refs import APPWRAPPERS
+from mcad.gateway.refs import APPWRAPPERS, APPWRAPPERS_V1BETA2
 from mcad.visibility import client as visibility
 from mcad.visibility.client import NoAnswer
 
@@ -87,6 +94,33 @@ class QueuePosition:
     """RFC 3339, or None when the plan has none for it."""
 
 
+class _Session:
+    """The client's loop, its thread and its hub connection: what must be ended whether
+    or not ``close()`` is called (held apart from the client, so a finalizer can end it
+    without keeping the client alive)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="mcad-client",
+                                       daemon=True)
+        self.thread.start()
+        self.hub: Connection | None = None
+
+    def close(self) -> None:
+        if not self.thread.is_alive():
+            return
+        if self.hub is not None:
+            hub, self.hub = self.hub, None
+            # (a loop already going away has nothing left to close on it)
+            with contextlib.suppress(RuntimeError, TimeoutError, OSError):
+                asyncio.run_coroutine_threadsafe(hub.close(), self.loop).result(timeout=5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+
+
+V1BETA2 = APPWRAPPERS_V1BETA2
+
+
 class Client:
     """Submit, follow and delete AppWrappers on the hub (see the module docstring)."""
 
@@ -96,18 +130,16 @@ class Client:
         self.context = context
         self.namespace = namespace
         self.progress = progress if progress is not None else sys.stderr
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="mcad-client",
-                                        daemon=True)
-        self._thread.start()
-        self._hub: Connection | None = None
+        self._session = _Session()
+        self._finalizer = weakref.finalize(self, self._session.close)
 
     # -- the verbs ---------------------------------------------------------------------------
     def submit(self, manifest: Mapping[str, Any] | str | Path, *, name: str | None = None,
                namespace: str | None = None, priority: int | None = None,
-               quota: Mapping[str, str] | None = None) -> str:
-        """Create an AppWrapper from ``manifest`` (an AppWrapper, or a kind ``mcad wrap``
-        wraps; a dict, YAML text, or a file path); its name."""
+               quota: Mapping[str, str] | None = None, api: str = "v1beta1") -> str:
+        """Create an AppWrapper from ``manifest`` (an AppWrapper of either version, or a
+        kind ``mcad wrap`` wraps, as ``api``; a dict, YAML text, or a file path); its
+        name."""
         obj = _load(manifest)
         ns = namespace or (obj.get("metadata") or {}).get("namespace") or self.namespace
         if obj.get("kind") == "AppWrapper":
@@ -119,13 +151,16 @@ class Client:
             if quota:
                 meta["labels"] = {**(meta.get("labels") or {}), **quota}
             appwrapper["metadata"] = meta
+            appwrapper.setdefault("apiVersion", APPWRAPPER_API_VERSION)
+            if priority is not None and appwrapper["apiVersion"] == V1BETA2.api_version:
+                raise McadError("a v1beta2 AppWrapper has no spec.priority; name a priority "
+                                "class with the label kueue.x-k8s.io/priority-class instead")
             if priority is not None:
                 appwrapper["spec"] = {**(appwrapper.get("spec") or {}), "priority": priority}
-            appwrapper.setdefault("apiVersion", APPWRAPPER_API_VERSION)
         else:
             try:
                 appwrapper = wrap(obj, name=name, namespace=ns, priority=priority,
-                                  quota=quota)
+                                  quota=quota, api=api)
             except CannotWrap as error:
                 raise McadError(str(error)) from None
         meta = appwrapper["metadata"]
@@ -205,11 +240,8 @@ class Client:
             time.sleep(1.0)
 
     def close(self) -> None:
-        if self._hub is not None:
-            self._run(self._hub.close())
-            self._hub = None
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        """End the connection and the client's thread (also done when it is collected)."""
+        self._finalizer()
 
     def __enter__(self) -> Client:
         return self
@@ -219,21 +251,26 @@ class Client:
 
     # -- underneath ---------------------------------------------------------------------------
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
+        if not self._finalizer.alive:
+            work.close()
+            raise McadError("this client is closed; make a new Client")
+        return asyncio.run_coroutine_threadsafe(work, self._session.loop).result()
 
     async def _connection(self) -> Connection:
-        if self._hub is None:
+        session = self._session
+        if session.hub is None:
             try:
-                self._hub = await connect(self.kubeconfig, name="hub", context=self.context)
+                session.hub = await connect(self.kubeconfig, name="hub", context=self.context)
             except GatewayError as error:
                 raise McadError(f"the hub kubeconfig {self.kubeconfig} cannot be used: "
                                 f"{error}") from None
-        return self._hub
+        return session.hub
 
     async def _create(self, appwrapper: dict[str, Any]) -> None:
         hub = await self._connection()
+        ref = V1BETA2 if appwrapper.get("apiVersion") == V1BETA2.api_version else APPWRAPPERS
         try:
-            await verbs.create(hub, APPWRAPPERS, appwrapper,
+            await verbs.create(hub, ref, appwrapper,
                                namespace=appwrapper["metadata"]["namespace"])
         except AlreadyExists:
             raise

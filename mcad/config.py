@@ -283,6 +283,12 @@ class RunConfig(_Settings):
     defaults of AppWrapper v1beta2's annotations."""
     node_health: NodeHealthSettings = Field(default_factory=NodeHealthSettings)
     """The node label that says how healthy a node's GPUs are, and what it means."""
+    queue_names: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Kueue queue names (the label kueue.x-k8s.io/queue-name, which AppWrapper v1beta2
+    users set) mapped to quota nodes, a node per tree: {default-queue: {gpus: team-a}}.
+    An AppWrapper with the label is charged to those nodes, unless it names a node of
+    that tree itself. With a mapping, a queue name not in it waits (QueueNotFound);
+    empty: the label is ignored."""
 
     @model_validator(mode="before")
     @classmethod
@@ -328,6 +334,23 @@ class RunConfig(_Settings):
             if len(entry) > 63 or not DNS_LABEL.match(entry):
                 raise ValueError(f"[{index}] is {entry!r}; a namespace name has lower-case "
                                  "letters, digits and '-', at most 63 characters")
+        return value
+
+    @field_validator("queue_names")
+    @classmethod
+    def _queues_map_to_nodes(cls, value: dict[str, dict[str, str]]
+                             ) -> dict[str, dict[str, str]]:
+        for queue, nodes in value.items():
+            if not queue or len(queue) > 63:
+                raise ValueError(f"[{queue!r}] is not a queue name (a label value of 1 to "
+                                 "63 characters)")
+            if not nodes:
+                raise ValueError(f"[{queue!r}] maps to no quota node; give {{tree: node}}")
+            for tree, node in nodes.items():
+                problem = label_key_problem(tree)
+                if problem is not None or not node:
+                    raise ValueError(f"[{queue!r}][{tree!r}]: "
+                                     f"{problem or 'the node name is empty'}")
         return value
 
     @field_validator("topology_levels")

@@ -41,6 +41,7 @@ from mcad.core.requeue import (
     KIND_NOT_SERVED,
     SPEC_CHANGED,
     SPOKE_LOST,
+    SUSPENDED,
     WRAPPED_OBJECT_FAILED,
 )
 from mcad.core.resources import ResourceList
@@ -52,7 +53,7 @@ APPWRAPPER_STATES = ("Pending", "Running", "RunningHoldCompletion", "Completed",
 """The states ``mcad_appwrappers`` always reports, 0 when no AppWrapper is in them."""
 
 REQUEUE_REASONS = (INSUFFICIENT_PODS_READY, WRAPPED_OBJECT_FAILED, PREEMPTED, SPOKE_LOST,
-                   SPEC_CHANGED, KIND_NOT_SERVED)
+                   SPEC_CHANGED, KIND_NOT_SERVED, SUSPENDED)
 """Every reason an AppWrapper is requeued for (``mcad_requeues_total{reason}``)."""
 
 EVICTION_REASONS = (PREEMPTED, SPOKE_LOST)

@@ -21,12 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcad.api import appwrapper_v1beta2, components
 from mcad.api.appwrapper import AppWrapper
+from mcad.api.conversion import kept_facts, to_v1beta1
 from mcad.api.documents import parse_object
 from mcad.config import RunConfig
 from mcad.core.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem
 from mcad.core.health import policy_problems
+from mcad.core.queues import QUEUE_LABEL
 from mcad.core.wrapping import (
     Refusal,
     WrappedObject,
@@ -64,17 +67,40 @@ def check_appwrapper(doc: Any, *, config: RunConfig, namespace: str = "") -> App
     parsed = parse_object(doc)
     out.problems.extend(parsed.problems)
     out.notes.extend(parsed.notes)
-    if parsed.problems or not isinstance(parsed.model, AppWrapper):
+    v1beta2 = isinstance(parsed.model, appwrapper_v1beta2.AppWrapper)
+    if parsed.problems or not isinstance(parsed.model, AppWrapper | appwrapper_v1beta2.AppWrapper):
         if not parsed.problems:
             out.problems.append(f"kind {parsed.kind or 'nothing'} is not an AppWrapper")
         return out
     assert isinstance(doc, Mapping)
+    if v1beta2:  # what only v1beta2 can get wrong, then the check every AppWrapper gets
+        out.problems.extend(components.problems(doc))
+        doc = to_v1beta1(doc)
+    _v1beta1_check(out, doc, config=config, namespace=namespace)
+    if v1beta2:
+        out.problems = [components.in_v1beta2_words(p) for p in out.problems]
+        out.notes = [components.in_v1beta2_words(n) for n in out.notes]
+    return out
+
+
+def _v1beta1_check(out: AppWrapperCheck, doc: Mapping[str, Any], *, config: RunConfig,
+                   namespace: str) -> None:
     spec = doc.get("spec") or {}
+    meta = doc.get("metadata") or {}
+    facts = kept_facts(meta.get("annotations"))
+    labels = meta.get("labels") or {}
+    if QUEUE_LABEL in labels and not config.queue_names:
+        out.notes.append(f"metadata.labels.{QUEUE_LABEL}: ignored, since the mcad "
+                         "configuration maps no queue names to quota (queueNames)")
+    elif QUEUE_LABEL in labels and labels[QUEUE_LABEL] not in config.queue_names:
+        out.notes.append(f"metadata.labels.{QUEUE_LABEL}: queue {labels[QUEUE_LABEL]!r} is "
+                         "not in the configuration's queueNames: it will wait "
+                         "(QueueNotFound) until it is")
     try:
-        out.demand = appwrapper_demand(spec)
+        out.demand = appwrapper_demand(spec, pod_sets=facts.demand_pod_sets()
+                                       if facts is not None else None)
     except DemandError as err:
         out.problems.append(str(err).rstrip("."))
-    meta = doc.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     if str(annotations.get(ELASTIC_ANNOTATION, "")).lower() == "true" and out.demand:
         problem = elastic_problem(out.demand, wrapped_kinds(spec))
@@ -95,7 +121,6 @@ def check_appwrapper(doc: Any, *, config: RunConfig, namespace: str = "") -> App
         out.problems.append(planned.message.rstrip("."))
     else:
         out.objects = planned
-    return out
 
 
 def _too_many_items(doc: Any) -> str | None:
@@ -103,9 +128,12 @@ def _too_many_items(doc: Any) -> str | None:
     not more, or not shaped so that it could be counted: the model check says why)."""
     spec = doc.get("spec") if isinstance(doc, Mapping) else None
     resources = spec.get("resources") if isinstance(spec, Mapping) else None
-    items = resources.get("GenericItems") if isinstance(resources, Mapping) else None
+    items = resources.get("GenericItems") if isinstance(resources, Mapping) else \
+        spec.get("components") if isinstance(spec, Mapping) else None
     if not isinstance(items, list) or len(items) <= MAX_WRAPPED_ITEMS:
         return None
-    return (f"spec.resources.GenericItems has {len(items)} items, more than the "
+    where = "spec.resources.GenericItems" if isinstance(resources, Mapping) \
+        else "spec.components"
+    return (f"{where} has {len(items)} items, more than the "
             f"{MAX_WRAPPED_ITEMS} one AppWrapper may wrap: split the work into several "
             "AppWrappers")

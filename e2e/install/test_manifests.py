@@ -42,6 +42,10 @@ CAN_I = [
     ("patch", "spokeclusters.cluster.codeflare.dev/status", None, True),
     ("create", "spokeclusters.cluster.codeflare.dev", None, False),
     ("create", "events", "team-a", True),
+    # (Kueue's workloadpriorityclasses too: kubectl auth can-i cannot ask about a
+    # resource the hub does not serve, and the test bed has no Kueue.)
+    ("watch", "priorityclasses.scheduling.k8s.io", None, True),
+    ("create", "priorityclasses.scheduling.k8s.io", None, False),
     ("list", "secrets", "mcad-system", True),
     ("watch", "secrets", "mcad-system", True),
     ("create", "secrets", "mcad-system", False),
@@ -66,6 +70,11 @@ CAN_I = [
     ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/other", None,
      False),
     ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io", None, False),
+    ("update", "customresourcedefinitions.apiextensions.k8s.io/"
+               "appwrappers.workload.codeflare.dev", None, True),
+    ("update", "customresourcedefinitions.apiextensions.k8s.io/"
+               "quotasubtrees.quota.codeflare.dev", None, False),
+    ("create", "customresourcedefinitions.apiextensions.k8s.io", None, False),
     ("update", "secrets/mcad-webhook-tls", "mcad-system", True),
     ("update", "configmaps/mcad-runtimes", "mcad-system", True),
     ("update", "configmaps/mcad-config", "mcad-system", False),

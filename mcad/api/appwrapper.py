@@ -181,6 +181,18 @@ class CustomPodResources(WireModel):
     """Per-pod limits."""
 
 
+def kubernetes_object(value: dict[str, Any], field: str) -> dict[str, Any]:
+    """``value``, when it names its apiVersion and kind (a wrapped object must)."""
+    missing = [k for k in ("apiVersion", "kind") if not isinstance(value.get(k), str)
+               or not value.get(k)]
+    if missing:
+        raise ValueError(
+            f"the wrapped object has no {' or '.join(missing)}; every {field} must be a "
+            "complete Kubernetes object"
+        )
+    return value
+
+
 class GenericItem(WireModel):
     """One wrapped Kubernetes object and the pods it stands for."""
 
@@ -216,14 +228,7 @@ class GenericItem(WireModel):
     @field_validator("generic_template")
     @classmethod
     def _is_kubernetes_object(cls, value: dict[str, Any]) -> dict[str, Any]:
-        missing = [k for k in ("apiVersion", "kind") if not isinstance(value.get(k), str)
-                   or not value.get(k)]
-        if missing:
-            raise ValueError(
-                f"the wrapped object has no {' or '.join(missing)}; every generictemplate "
-                "must be a complete Kubernetes object"
-            )
-        return value
+        return kubernetes_object(value, "generictemplate")
 
     def completion_conditions(self) -> tuple[str, ...]:
         """The condition types named by completionstatus, in order, without blanks."""

@@ -12,6 +12,11 @@ strings) are emitted; empty strings and false are left out so stored objects sta
 small. Names, scope, short names, categories and printer columns are declared below,
 next to the model they belong to.
 
+The AppWrapper is served as v1beta1 (stored) and v1beta2 (each version its own schema
+and columns), converted by mcad's webhook (``spec.conversion``: the Service of the
+manifests, path ``/convert``; mcad keeps its caBundle, or with ``--webhook-url`` the
+whole clientConfig, current: ``mcad.webhook.certmanager``).
+
 Output is deterministic (sorted keys), so ``tests/api/test_crds.py`` can regenerate and
 compare with the committed files.
 """
@@ -27,7 +32,8 @@ from typing import Any
 
 import yaml
 
-from mcad.api import appwrapper, quotasubtree, spokecluster
+from mcad.api import appwrapper, appwrapper_v1beta2, quotasubtree, spokecluster
+from mcad.api.conversion import CONVERT_PATH
 from mcad.api.meta import WireModel
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "crds"
@@ -59,6 +65,28 @@ AGE = Column("Age", "date", ".metadata.creationTimestamp")
 
 
 @dataclass(frozen=True)
+class Version:
+    """A version served with a schema and columns of its own (not the storage version)."""
+
+    name: str
+    model: type[WireModel]
+    columns: tuple[Column, ...]
+
+
+WEBHOOK_SERVICE = ("mcad-system", "mcad-webhook")
+"""The manifests' Service in front of every replica's TLS server."""
+
+
+def webhook_conversion(path: str) -> dict[str, Any]:
+    """``spec.conversion`` calling mcad's webhook through the manifests' Service."""
+    namespace, name = WEBHOOK_SERVICE
+    return {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"namespace": namespace, "name": name, "path": path,
+                                     "port": 443}}}}
+
+
+@dataclass(frozen=True)
 class Resource:
     """One custom resource: its model and how Kubernetes names and shows it."""
 
@@ -73,6 +101,9 @@ class Resource:
     columns: tuple[Column, ...]
     categories: tuple[str, ...] = ("mcad",)
     source: str = field(default="", compare=False)
+    own_versions: tuple[Version, ...] = ()
+    """Further served versions, each with its own schema (converted by ``conversion``)."""
+    conversion: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -87,7 +118,8 @@ RESOURCES: tuple[Resource, ...] = (
     Resource(
         model=appwrapper.AppWrapper, group=appwrapper.GROUP, kind=appwrapper.KIND,
         plural="appwrappers", short_names=("aw",), scope="Namespaced",
-        versions=(appwrapper.VERSION,), source="mcad/api/appwrapper.py",
+        versions=(appwrapper.VERSION,),
+        source="mcad/api/appwrapper.py and mcad/api/appwrapper_v1beta2.py",
         columns=(
             Column("State", "string", ".status.state", "Pending, Running, Completed, ..."),
             Column("Cluster", "string", ".status.clusterName", "Where it is dispatched"),
@@ -98,6 +130,20 @@ RESOURCES: tuple[Resource, ...] = (
             Column("Message", "string", ".status.message", priority=1),
             AGE,
         ),
+        own_versions=(Version(appwrapper_v1beta2.VERSION, appwrapper_v1beta2.AppWrapper, (
+            Column("Status", "string", ".status.phase",
+                   "Suspended, Resuming, Running, Succeeded, Failed, ..."),
+            Column("Quota Reserved", "string",
+                   '.status.conditions[?(@.type=="QuotaReserved")].status'),
+            Column("Resources Deployed", "string",
+                   '.status.conditions[?(@.type=="ResourcesDeployed")].status'),
+            Column("Unhealthy", "string", '.status.conditions[?(@.type=="Unhealthy")].status'),
+            Column("Cluster", "string", ".status.clusterName", "Where it is dispatched",
+                   priority=1),
+            Column("Message", "string", ".status.message", priority=1),
+            AGE,
+        )),),
+        conversion=webhook_conversion(CONVERT_PATH),
     ),
     Resource(
         model=quotasubtree.QuotaSubtree, group=quotasubtree.GROUP, kind=quotasubtree.KIND,
@@ -227,36 +273,55 @@ def structural_problems(schema: Schema, path: str = "") -> Iterator[str]:
 
 def crd(resource: Resource) -> dict[str, Any]:
     """The CustomResourceDefinition of ``resource``."""
-    schema = structural_schema(resource.model)
-    problems = list(structural_problems(schema))
-    if problems:
-        raise ValueError(f"{resource.kind}'s schema is not structural: {'; '.join(problems)}")
+    schema = _checked_schema(resource.model, resource.kind)
     plural, kind = resource.plural, resource.kind
+    versions = [
+        {
+            "name": version,
+            "served": True,
+            "storage": index == 0,
+            "schema": {"openAPIV3Schema": schema},
+            "subresources": {"status": {}},
+            "additionalPrinterColumns": [c.to_wire() for c in resource.columns],
+        }
+        for index, version in enumerate(resource.versions)
+    ] + [
+        {
+            "name": own.name,
+            "served": True,
+            "storage": False,
+            "schema": {"openAPIV3Schema": _checked_schema(own.model, resource.kind)},
+            "subresources": {"status": {}},
+            "additionalPrinterColumns": [c.to_wire() for c in own.columns],
+        }
+        for own in resource.own_versions
+    ]
+    spec: dict[str, Any] = {
+        "group": resource.group,
+        "names": {
+            "kind": kind, "listKind": f"{kind}List", "plural": plural,
+            "singular": kind.lower(), "shortNames": list(resource.short_names),
+            "categories": list(resource.categories),
+        },
+        "scope": resource.scope,
+        "versions": versions,
+    }
+    if resource.conversion is not None:
+        spec["conversion"] = resource.conversion
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": resource.name},
-        "spec": {
-            "group": resource.group,
-            "names": {
-                "kind": kind, "listKind": f"{kind}List", "plural": plural,
-                "singular": kind.lower(), "shortNames": list(resource.short_names),
-                "categories": list(resource.categories),
-            },
-            "scope": resource.scope,
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": index == 0,
-                    "schema": {"openAPIV3Schema": schema},
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [c.to_wire() for c in resource.columns],
-                }
-                for index, version in enumerate(resource.versions)
-            ],
-        },
+        "spec": spec,
     }
+
+
+def _checked_schema(model: type[WireModel], kind: str) -> Schema:
+    schema = structural_schema(model)
+    problems = list(structural_problems(schema))
+    if problems:
+        raise ValueError(f"{kind}'s schema is not structural: {'; '.join(problems)}")
+    return schema
 
 
 def render(resource: Resource) -> str:

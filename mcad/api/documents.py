@@ -17,20 +17,27 @@ import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from mcad.api import appwrapper, quotasubtree, spokecluster
+from mcad.api import appwrapper, appwrapper_v1beta2, quotasubtree, spokecluster
 from mcad.api.meta import WireModel, show_value
 
 
 @dataclass(frozen=True)
 class Kind:
-    """A kind mcad understands and the apiVersions it accepts for it."""
+    """A kind mcad understands and the apiVersions it accepts for it (``models``: those
+    whose model is not ``model``)."""
 
     model: type[WireModel]
     api_versions: tuple[str, ...]
+    models: Mapping[str, type[WireModel]] = field(default_factory=dict)
+
+    def model_for(self, api_version: str) -> type[WireModel]:
+        return self.models.get(api_version, self.model)
 
 
 KINDS: dict[str, Kind] = {
-    appwrapper.KIND: Kind(appwrapper.AppWrapper, (appwrapper.API_VERSION,)),
+    appwrapper.KIND: Kind(appwrapper.AppWrapper,
+                          (appwrapper.API_VERSION, appwrapper_v1beta2.API_VERSION),
+                          {appwrapper_v1beta2.API_VERSION: appwrapper_v1beta2.AppWrapper}),
     quotasubtree.KIND: Kind(
         quotasubtree.QuotaSubtree,
         tuple(f"{quotasubtree.GROUP}/{v}" for v in quotasubtree.SERVED_VERSIONS),
@@ -88,10 +95,12 @@ def parse_object(doc: object) -> Parsed:
             f"{' or '.join(known.api_versions)}",
         ))
     try:
-        model = known.model.model_validate(doc)
+        model = known.model_for(str(api_version)).model_validate(doc)
     except ValidationError as err:
         return Parsed(kind, name, problems=tuple(describe_errors(err)))
     problems = []
+    compatible = "AppWrapper v1beta2" if api_version == appwrapper_v1beta2.API_VERSION \
+        else "MCAD"
     if not name and not (isinstance(metadata, Mapping) and metadata.get("generateName")):
         problems.append("metadata.name: is required")
     notes = tuple(
@@ -99,7 +108,7 @@ def parse_object(doc: object) -> Parsed:
         "(check the spelling)"
         for path in model.unknown_fields()
     ) + tuple(
-        f"{path}: accepted for MCAD compatibility and not acted on ({instead})"
+        f"{path}: accepted for {compatible} compatibility and not acted on ({instead})"
         for path, instead in model.ignored_fields()
     )
     return Parsed(kind, name, model=None if problems else model, problems=tuple(problems),

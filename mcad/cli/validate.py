@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from mcad.api import quotasubtree
+from mcad.api import appwrapper_v1beta2, quotasubtree
 from mcad.api.appwrapper import AppWrapper
+from mcad.api.components import in_v1beta2_words
 from mcad.api.documents import Parsed, parse_object
 from mcad.api.quotasubtree import QuotaSubtree
 from mcad.api.spokecluster import SpokeCluster
@@ -110,7 +111,8 @@ def validate(paths: Sequence[str], *, stdin: IO[str] | None = None,
             quota_trees_complete &= parsed.kind != quotasubtree.KIND
             report.problems.extend(f"{prefix}: {problem}." for problem in parsed.problems)
             continue
-        summary, problem = _summarize(parsed, entry.data, quota_nodes, config)
+        summary, problem, more = _summarize(parsed, entry.data, quota_nodes, config)
+        report.notes.extend(f"{prefix}: {note}." for note in more if note not in parsed.notes)
         if isinstance(parsed.model, QuotaSubtree):
             sources = quota_sources.setdefault(parsed.model.tree, [])
             if entry.source not in sources:
@@ -128,33 +130,37 @@ def validate(paths: Sequence[str], *, stdin: IO[str] | None = None,
 
 
 def _summarize(parsed: Parsed, raw: object, quota_nodes: dict[str, list[QuotaNodeSpec]],
-               config: RunConfig) -> tuple[str, str]:
-    """(summary, "") for a valid object, ("", problem) when a deeper check fails."""
+               config: RunConfig) -> tuple[str, str, list[str]]:
+    """(summary, "", notes) for a valid object, ("", problem, notes) when a deeper check
+    fails."""
     model = parsed.model
     if not isinstance(raw, Mapping):  # pragma: no cover - parse_object rejected it already
-        return "", "is not a Kubernetes object"
-    if isinstance(model, AppWrapper):
+        return "", "is not a Kubernetes object", []
+    if isinstance(model, AppWrapper | appwrapper_v1beta2.AppWrapper):
         checked = check_appwrapper(raw, config=config)
         if checked.problems:
-            return "", "; ".join(checked.problems)
+            return "", "; ".join(checked.problems), checked.notes
         demand = checked.demand
         assert demand is not None
         gang = (f"gang of {demand.min_available}" if demand.min_available < demand.pods
                 else "all in one gang")
-        raised = "".join(f"; {where} declares less in custompodresources than its pods "
-                         "request, so its pods count" for where in demand.raised)
+        declared = "custompodresources" if isinstance(model, AppWrapper) else "podSets"
+        raised = "".join(f"; {in_v1beta2_words(where) if declared == 'podSets' else where} "
+                         f"declares less in {declared} than its pods request, so its pods "
+                         "count" for where in demand.raised)
+        priority = f"priority {model.spec.priority}, " if isinstance(model, AppWrapper) \
+            else ""
         return (f"{demand.pods} pod{'s' if demand.pods != 1 else ''} ({gang}), "
-                f"priority {model.spec.priority}, requests {demand.total.describe()}"
-                f"{raised}"), ""
+                f"{priority}requests {demand.total.describe()}{raised}"), "", checked.notes
     if isinstance(model, QuotaSubtree):
         try:
             quota_nodes.setdefault(model.tree, []).extend(nodes_from_subtree(raw))
         except ValueError as err:
-            return "", str(err).rstrip(".")
-        return _describe_subtree(model), ""
+            return "", str(err).rstrip("."), []
+        return _describe_subtree(model), "", []
     if isinstance(model, SpokeCluster):
-        return _describe_spoke(model), ""
-    return f"valid {parsed.kind}", ""  # pragma: no cover - every kind is handled above
+        return _describe_spoke(model), "", []
+    return f"valid {parsed.kind}", "", []  # pragma: no cover - every kind is handled above
 
 
 def _describe_subtree(qst: QuotaSubtree) -> str:

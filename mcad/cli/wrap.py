@@ -11,6 +11,12 @@ templates by the dispatcher's own rule (``mcad.core.demand``), so what it will b
 is there to read before it is submitted. Completion is left to the kind's own condition
 (a Job's Complete, a JobSet's Completed, a PyTorchJob's Succeeded).
 
+With ``--api v1beta2`` it writes AppWrapper v1beta2 instead (project-codeflare/
+appwrapper's): one component holding the object, its ``podSets`` (path and replicas of
+each pod template, as the AppWrapper project infers them); a priority is then named by a
+class (``--priority-class``: the label ``kueue.x-k8s.io/priority-class``), and
+``--queue`` sets ``kueue.x-k8s.io/queue-name``, as that project's users write them.
+
 The result is checked as ``mcad validate`` checks it before it is printed or applied
 (``--apply`` creates it on the hub, found like kubectl finds a cluster: ``--kubeconfig``,
 ``--context``). Exit status: 0 done, 1 the input cannot be wrapped or the hub refused (one
@@ -31,13 +37,20 @@ import yaml
 from mcad.cli import manifests
 from mcad.cli.cluster import label
 from mcad.config import RunConfig
-from mcad.core.demand import DemandError, PodTemplate, pod_request, pod_templates
+from mcad.core.demand import (
+    DemandError,
+    PodTemplate,
+    inferred_pod_sets,
+    pod_request,
+    pod_templates,
+)
+from mcad.core.queues import PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from mcad.core.resources import EMPTY, ResourceList
 from mcad.core.wrapping import APPWRAPPER_API_VERSION
 from mcad.gateway import verbs
 from mcad.gateway.connection import connect, default_kubeconfig_path
 from mcad.gateway.errors import AlreadyExists, ApiError, BadKubeconfig, NotFound, Unreachable
-from mcad.gateway.refs import APPWRAPPERS
+from mcad.gateway.refs import APPWRAPPERS, APPWRAPPERS_V1BETA2
 from mcad.validation import check_appwrapper
 
 WRAPPABLE = {
@@ -77,6 +90,15 @@ def add_parser(subparsers: Any) -> None:
                         metavar="TREE=NODE",
                         help="charge the quota tree TREE's node NODE (the label TREE: NODE; "
                              "repeatable, one per tree)")
+    parser.add_argument("--api", choices=("v1beta1", "v1beta2"), default="v1beta1",
+                        help="the AppWrapper version to write: v1beta1 (MCAD's, the "
+                             "default) or v1beta2 (project-codeflare/appwrapper's)")
+    parser.add_argument("--queue", default=None, metavar="NAME",
+                        help="the label kueue.x-k8s.io/queue-name (charged to the quota "
+                             "node mcad's queueNames maps it to)")
+    parser.add_argument("--priority-class", default=None, metavar="NAME",
+                        help="the label kueue.x-k8s.io/priority-class: the priority of "
+                             "that WorkloadPriorityClass or PriorityClass")
     parser.add_argument("--apply", action="store_true",
                         help="create the AppWrapper on the hub instead of printing it")
     parser.add_argument("--kubeconfig", "--hub-kubeconfig", dest="hub_kubeconfig", type=Path,
@@ -102,8 +124,12 @@ def run(args: argparse.Namespace, *, stdin: IO[str] | None = None,
     """Read the manifest, wrap it, check it; print it or apply it."""
     try:
         obj = read_one(args.filename, stdin=stdin)
+        labels = {**({QUEUE_LABEL: args.queue} if args.queue else {}),
+                  **({PRIORITY_CLASS_LABEL: args.priority_class}
+                     if args.priority_class else {})}
         appwrapper = wrap(obj, name=args.name, namespace=args.namespace,
-                          priority=args.priority, quota=dict(args.quota))
+                          priority=args.priority, quota={**dict(args.quota), **labels},
+                          api=args.api)
         problems = check_appwrapper(appwrapper, config=RunConfig()).problems
         if problems:
             raise CannotWrap(f"the AppWrapper would not be valid: {'; '.join(problems)}")
@@ -136,9 +162,13 @@ def read_one(path: str, *, stdin: IO[str] | None = None) -> Mapping[str, Any]:
 
 
 def wrap(obj: Mapping[str, Any], *, name: str | None = None, namespace: str | None = None,
-         priority: int | None = None, quota: Mapping[str, str] | None = None
-         ) -> dict[str, Any]:
-    """The AppWrapper around ``obj``, its pods declared from its pod templates."""
+         priority: int | None = None, quota: Mapping[str, str] | None = None,
+         api: str = "v1beta1") -> dict[str, Any]:
+    """The AppWrapper around ``obj`` (as ``api``: v1beta1 or v1beta2), its pods declared
+    from its pod templates; ``quota``: its labels."""
+    if api == "v1beta2" and priority is not None:
+        raise CannotWrap("a v1beta2 AppWrapper has no spec.priority; name a priority class "
+                         "with --priority-class (the label kueue.x-k8s.io/priority-class)")
     api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
     if (api_version.rpartition("/")[0], kind) not in WRAPPABLE:
         known = ", ".join(f"{k} ({v})" for (_, k), v in WRAPPABLE.items())
@@ -161,6 +191,14 @@ def wrap(obj: Mapping[str, Any], *, name: str | None = None, namespace: str | No
         raise CannotWrap(str(error)) from None
     assert templates is not None  # every wrappable kind is one mcad reads
     template = _as_created(obj, namespace=str(namespace))
+    metadata: dict[str, Any] = {"name": str(name), "namespace": str(namespace)}
+    if quota:
+        metadata["labels"] = dict(quota)
+    if api == "v1beta2":
+        pod_sets = [p.to_wire() for p in inferred_pod_sets(template) or ()]
+        return {"apiVersion": APPWRAPPERS_V1BETA2.api_version, "kind": "AppWrapper",
+                "metadata": metadata,
+                "spec": {"components": [{"podSets": pod_sets, "template": template}]}}
     declared = [_declaration(t) for t in templates if t.count > 0]
     item: dict[str, Any] = {"generictemplate": template}
     if declared:
@@ -169,9 +207,6 @@ def wrap(obj: Mapping[str, Any], *, name: str | None = None, namespace: str | No
     if priority is not None:
         spec["priority"] = priority
     spec["resources"] = {"GenericItems": [item]}
-    metadata: dict[str, Any] = {"name": str(name), "namespace": str(namespace)}
-    if quota:
-        metadata["labels"] = dict(quota)
     return {"apiVersion": APPWRAPPER_API_VERSION, "kind": "AppWrapper", "metadata": metadata,
             "spec": spec}
 
@@ -226,7 +261,9 @@ async def apply(appwrapper: dict[str, Any], *, kubeconfig: Path | None,
     meta = appwrapper["metadata"]
     where = f"{meta['namespace']}/{meta['name']}"
     try:
-        await verbs.create(hub, APPWRAPPERS, appwrapper, namespace=meta["namespace"])
+        ref = APPWRAPPERS_V1BETA2 if appwrapper["apiVersion"] == APPWRAPPERS_V1BETA2.api_version \
+            else APPWRAPPERS
+        await verbs.create(hub, ref, appwrapper, namespace=meta["namespace"])
     except AlreadyExists:
         raise CannotWrap(f"an AppWrapper {where} exists already; delete it, or choose "
                          "another --name") from None
@@ -236,8 +273,8 @@ async def apply(appwrapper: dict[str, Any], *, kubeconfig: Path | None,
     except NotFound as error:
         if error.reason == "NotFound":  # the namespace does not exist
             raise CannotWrap(f"the hub refused: {error.message.rstrip('.')}") from None
-        raise CannotWrap("the hub does not serve AppWrappers (workload.codeflare.dev/v1beta1); "
-                         "install mcad's CRDs first: kubectl apply -k crds/") from None
+        raise CannotWrap(f"the hub does not serve AppWrappers ({ref.api_version}); install "
+                         "mcad's CRDs first: kubectl apply -k crds/") from None
     except ApiError as error:
         raise CannotWrap(f"the hub refused: {error.message.rstrip('.')} "
                          f"(HTTP {error.status})") from None

@@ -1,9 +1,14 @@
-"""What the controller reads from the hub: AppWrappers, quota trees, spokes, Secrets.
+"""What the controller reads from the hub: AppWrappers, quota trees, spokes, Secrets,
+and the priority classes AppWrappers may name.
 
-Four informers keep the caches of ``ControllerState``; their handlers only update
-caches and say who should look again (the AppWrapper's key to the work queue, the
-dispatcher for a cycle, the spoke links for a new kubeconfig). No decision is made and
-nothing is written here.
+Informers keep the caches of ``ControllerState``; their handlers only update caches and
+say who should look again (the AppWrapper's key to the work queue, the dispatcher for a
+cycle, the spoke links for a new kubeconfig). No decision is made and nothing is
+written here. An AppWrapper whose v1beta2 ``spec.managedBy`` names another controller
+is not mcad's: it gets no record (so no finalizer, no status, no queue place). A
+priority class that changes changes the AppWrappers that name it: their records take
+their object again, so every cache built from them is built anew. Kueue's
+WorkloadPriorityClasses may not be served at all: then none are read.
 """
 
 from __future__ import annotations
@@ -12,13 +17,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from mcad.api.conversion import kept_facts
 from mcad.config import RunConfig
+from mcad.controller.classes import PriorityClasses
 from mcad.controller.dispatcher import Dispatcher
 from mcad.controller.informer import Informer
 from mcad.controller.records import AppWrapperRecord, key_of
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
 from mcad.core.capacity import AppWrapperKey
+from mcad.core.queues import PRIORITY_CLASS_LABEL
 from mcad.core.quota import QuotaForest, QuotaNodeSpec, nodes_from_subtree
 from mcad.gateway import refs
 from mcad.gateway.connection import Connection
@@ -45,6 +53,13 @@ class HubCache:
             "quotasubtrees": Informer(hub, refs.QUOTASUBTREES, self._on_subtree),
             "spokeclusters": Informer(hub, refs.SPOKECLUSTERS, self._on_spoke),
             "secrets": Informer(hub, refs.SECRETS, self._on_secret, namespace=config.namespace),
+            "priorityclasses": Informer(hub, refs.PRIORITYCLASSES,
+                                        self._on_class(self.state.classes.kubernetes),
+                                        keep=_class_value, optional=True),
+            "workloadpriorityclasses": Informer(
+                hub, refs.WORKLOADPRIORITYCLASSES,
+                self._on_class(self.state.classes.workload), keep=_class_value,
+                optional=True),
         }
         for informer in self.informers.values():
             informer.on_sync = self._on_sync
@@ -76,17 +91,44 @@ class HubCache:
             self.dispatcher.trigger()
             return
         rec = state.appwrappers.get(key)
-        uid = (obj.get("metadata") or {}).get("uid")
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid")
+        if (rec is None or not rec.cluster) and _managed_elsewhere(meta):
+            if rec is not None:  # (managedBy is immutable: never mcad's to begin with)
+                state.appwrappers.pop(key, None)
+                state.by_uid.pop(rec.uid, None)
+            return
         if rec is None or (rec.uid and rec.uid != uid):  # new, or deleted and recreated
             if rec is not None:
                 state.by_uid.pop(rec.uid, None)
-            rec = state.appwrappers[key] = AppWrapperRecord()
+            rec = state.appwrappers[key] = AppWrapperRecord(classes=state.classes)
         if not rec.observed.take(obj):
             return
         state.by_uid[rec.uid] = key
         self.queue.add(key)
-        if rec.queued or rec.deleting:
+        facts = rec.observed.facts
+        if rec.queued or rec.deleting or (facts is not None and facts.suspend):
+            self.dispatcher.trigger()  # (a running one suspended is taken back by a cycle)
+
+    def _on_class(self, values: dict[str, int]) -> Callable[[str, dict[str, Any]], None]:
+        """A handler keeping ``values`` (name -> value) of one kind of priority class."""
+
+        def handle(kind: str, obj: dict[str, Any]) -> None:
+            name = str((obj.get("metadata") or {}).get("name", ""))
+            value = None if kind == "DELETED" else PriorityClasses.value_of(obj)
+            if values.get(name) == value and (value is not None or name not in values):
+                return
+            if value is None:
+                values.pop(name, None)
+            else:
+                values[name] = value
+            for rec in self.state.appwrappers.values():
+                if (rec.meta.get("labels") or {}).get(PRIORITY_CLASS_LABEL) == name:
+                    rec.observed.take(rec.observed.obj)  # what it means changed
+                    self.queue.add(rec.key)
             self.dispatcher.trigger()
+
+        return handle
 
     def _on_subtree(self, kind: str, obj: dict[str, Any]) -> None:
         ident = _ident(obj)
@@ -144,6 +186,17 @@ def _quota_part(obj: dict[str, Any]) -> tuple[Any, Any]:
 def _ident(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _managed_elsewhere(meta: dict[str, Any]) -> bool:
+    facts = kept_facts(meta.get("annotations"))
+    return facts is not None and facts.managed_elsewhere
+
+
+def _class_value(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a priority class informer keeps: its name and value."""
+    return {"metadata": {"name": (obj.get("metadata") or {}).get("name")},
+            "value": obj.get("value")}
 
 
 def _identity(obj: dict[str, Any]) -> dict[str, Any]:

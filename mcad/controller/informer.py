@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from mcad.gateway.connection import Connection
-from mcad.gateway.errors import ApiError
+from mcad.gateway.errors import ApiError, Forbidden, NotFound
 from mcad.gateway.refs import ResourceRef
 from mcad.gateway.watch import Changed, Relisted, StreamBroken, watch_objects
 
@@ -43,7 +43,7 @@ class Informer:
                  key: Callable[[Obj], Hashable] = by_namespace_and_name,
                  keep: Callable[[Obj], Obj] = _unchanged,
                  on_sync: Callable[[bool, ApiError | None], None] | None = None,
-                 shared: bool = True) -> None:
+                 shared: bool = True, optional: bool = False) -> None:
         self.conn = conn
         self.ref = ref
         self.handle = handle
@@ -55,9 +55,14 @@ class Informer:
         self.shared = shared
         """Decode watch events sharing keys and short values (``Connection.loads``); off
         where only a few fields are kept, and those are interned by ``keep``."""
+        self.optional = optional
+        """A resource the cluster may not serve (a CRD not installed), or mcad may not be
+        allowed to list (an install whose rights predate it): then an empty, synced
+        cache, said once; it is listed when it appears."""
         self.objects: dict[Hashable, Obj] = {}
         self.synced = False
         self.error: ApiError | None = None
+        self.absent = False
 
     async def run(self) -> None:
         """Follow the resource forever (the stream reconnects by itself)."""
@@ -98,6 +103,17 @@ class Informer:
         self._set_synced(True, None)
 
     def _broken(self, event: StreamBroken) -> None:
+        if self.optional and isinstance(event.error, NotFound | Forbidden):
+            if not self.absent:
+                log.log(logging.INFO if isinstance(event.error, NotFound) else logging.WARNING,
+                        "%s are %s on %s: none are read (looked for again from time to "
+                        "time)", self.ref.plural,
+                        "not served" if isinstance(event.error, NotFound)
+                        else "not readable with mcad's rights (list, watch)", self.conn.name)
+                self.absent = True
+            self._relisted([])
+            return
+        self.absent = False
         self.error = event.error
         log.warning("watch of %s on %s broke: %s (retrying in %.1fs)", self.ref.plural,
                     self.conn.name, event.error.message, event.retry_in)

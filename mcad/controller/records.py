@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NewType, TypeVar
 
+from mcad.api.conversion import V1BETA2_KEPT, V1beta2Facts, kept_facts
 from mcad.config import RunConfig
+from mcad.controller.classes import PriorityClasses
 from mcad.controller.clock import parse_time, rfc3339
 from mcad.core.capacity import AppWrapperKey, ClusterName
 from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry
@@ -47,8 +49,9 @@ from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem, sized
 from mcad.core.health import PREFIX as FAULT_PREFIX
 from mcad.core.health import FaultPolicy
 from mcad.core.placement import ClusterSelector
+from mcad.core.queues import PRIORITY_CLASS_LABEL, Unknown, quota_labels
 from mcad.core.requeue import UNCOUNTED_REASONS, RequeuePolicy
-from mcad.core.snapshot import BackfillPromise
+from mcad.core.snapshot import BackfillPromise, Hold, PendingReason
 from mcad.core.topology import TopologyPin
 from mcad.core.wrapping import dispatch_digest, wrapped_kinds
 from mcad.gateway.connection import loads
@@ -183,8 +186,8 @@ class Observed:
     """The hub object as last seen (or as answered to mcad's own write), and what is read
     from it once per generation. Changed only by ``take``."""
 
-    __slots__ = ("_cache", "_demand", "_demand_error", "_generation", "_obj", "_spec",
-                 "_taken")
+    __slots__ = ("_cache", "_demand", "_demand_error", "_facts", "_generation", "_kept", "_obj",
+                 "_spec", "_taken")
 
     def __init__(self) -> None:
         self._obj: dict[str, Any] = {}
@@ -195,6 +198,8 @@ class Observed:
         self._demand: Demand | None = None
         self._demand_error: str | None = None
         self._cache: dict[str, Any] = {}
+        self._kept: object = None
+        self._facts: V1beta2Facts | None = None
 
     def take(self, obj: dict[str, Any]) -> bool:
         """Take a newer version of the object; False (and nothing changes) when ``obj``
@@ -210,13 +215,19 @@ class Observed:
         self._spec = None if spec is None else json.dumps(
             spec, separators=(",", ":")).encode()
         self._taken += 1
-        generation = int((obj.get("metadata") or {}).get("generation", 0) or 0)
-        if generation != self._generation:
-            self._generation = generation
+        meta = obj.get("metadata") or {}
+        generation = int(meta.get("generation", 0) or 0)
+        # What only v1beta2 says (podSets, suspend, managedBy) is kept in an annotation,
+        # which a write may change without a new generation.
+        kept = (meta.get("annotations") or {}).get(V1BETA2_KEPT)
+        if generation != self._generation or kept != self._kept:
+            self._generation, self._kept = generation, kept
+            self._facts = kept_facts(meta.get("annotations"))
             self._cache.clear()
             try:
                 self._demand, self._demand_error = appwrapper_demand(
-                    spec if isinstance(spec, dict) else {}), None
+                    spec if isinstance(spec, dict) else {},
+                    pod_sets=self._facts.demand_pod_sets() if self._facts else None), None
             except DemandError as err:
                 self._demand, self._demand_error = None, str(err)
         return True
@@ -262,6 +273,11 @@ class Observed:
     @property
     def demand_error(self) -> str | None:
         return self._demand_error
+
+    @property
+    def facts(self) -> V1beta2Facts | None:
+        """What its v1beta2 annotation says (None: a v1beta1 AppWrapper, as written)."""
+        return self._facts
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -312,6 +328,9 @@ class AppWrapperRecord:
     observed: Observed = field(default_factory=Observed)
     orders: Orders = field(default_factory=Orders)
     progress: Progress = field(default_factory=Progress)
+    classes: PriorityClasses | None = None
+    """The hub's priority classes, which its ``kueue.x-k8s.io/priority-class`` label may
+    name (None: not known here, the label is not read)."""
     _entry: tuple[tuple[object, ...], AppWrapperEntry] | None = None
 
     @classmethod
@@ -480,14 +499,16 @@ class AppWrapperRecord:
             else RequeuePolicy.from_spec(spec)
 
     def fault_policy(self, config: RunConfig) -> FaultPolicy:
-        """Its fault tolerance (``mcad.core.health``): the configured defaults, MCAD's
-        where it sets no annotation (``faultTolerance.mcadV1Defaults``), with its
-        annotations applied. Raises ``ValueError`` with a sentence for one that does
+        """Its fault tolerance (``mcad.core.health``): the configured defaults, MCAD's for
+        a v1beta1 AppWrapper that sets no annotation (``faultTolerance.mcadV1Defaults``),
+        with its annotations applied. Raises ``ValueError`` with a sentence for one that does
         not parse (``mcad validate`` and the webhook refuse those)."""
         annotations = self.meta.get("annotations") or {}
         own = {k: str(v) for k, v in annotations.items() if k.startswith(FAULT_PREFIX)}
         settings = config.fault_tolerance
-        base = settings.policy(mcad_v1=not own)
+        # MCAD's own behaviour is kept only for an MCAD v1 AppWrapper as its user wrote
+        # it: one written as v1beta2 gets v1beta2's defaults.
+        base = settings.policy(mcad_v1=not own and self.observed.facts is None)
         return base.with_annotations(own, cap=settings.grace_period_maximum_seconds) \
             if own else base
 
@@ -557,11 +578,35 @@ class AppWrapperRecord:
 
     @property
     def priority(self) -> int:
-        """``spec.priority`` (0 when absent or unreadable)."""
+        """The value of the priority class its ``kueue.x-k8s.io/priority-class`` label
+        names, else ``spec.priority`` (0 when absent or unreadable)."""
+        labels = (self.observed.head.get("metadata") or {}).get("labels") or {}
+        if self.classes is not None and PRIORITY_CLASS_LABEL in labels:
+            found = self.classes.priority(labels)
+            if isinstance(found, int):
+                return found
         try:
             return int(self.observed.spec_field("priority") or 0)
         except (TypeError, ValueError):
             return 0
+
+    def hold(self, config: RunConfig) -> tuple[Hold | None, Mapping[str, str]]:
+        """Why it stays out of the queue (suspended; a queue or priority class its Kueue
+        labels name that does not exist), and the labels its quota is read from."""
+        labels = (self.observed.head.get("metadata") or {}).get("labels") or {}
+        quota = quota_labels(labels, config.queue_names)
+        hold = None
+        if isinstance(quota, Unknown):
+            hold, quota = Hold(PendingReason.QUEUE_NOT_FOUND, quota.message), labels
+        found = self.classes.priority(labels) \
+            if self.classes is not None and PRIORITY_CLASS_LABEL in labels else None
+        if isinstance(found, Unknown):
+            hold = Hold(PendingReason.PRIORITY_CLASS_NOT_FOUND, found.message)
+        facts = self.observed.facts
+        if facts is not None and facts.suspend:
+            hold = Hold(PendingReason.SUSPENDED, "spec.suspend is true: it stays out of the "
+                                                 "queue until it is set to false")
+        return hold, quota
 
     def priority_slope(self) -> float:
         slope = self.observed.spec_field("priorityslope")
@@ -612,10 +657,11 @@ class AppWrapperRecord:
                     full_pods, demand = demand.pods, self.admitted_demand()
                 else:
                     demand = sized(demand, demand.pods)
+        hold, quota = self.hold(config)
         return AppWrapperEntry(
             key=self.key, uid=self.uid, priority=self.priority,
             created=created, demand=demand, demand_error=demand_error,
-            quota_labels=dict(self.meta.get("labels") or {}),
+            quota_labels=dict(quota), hold=hold,
             clusters=tuple(c.get("name", "") for c in cluster_scheduling.get("clusters")
                            or [] if isinstance(c, dict)),
             cluster_selector=selector,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from mcad.controller.classes import PriorityClasses
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.spoke_link import SpokeLink
 from mcad.core.capacity import AppWrapperKey
@@ -23,5 +24,7 @@ class ControllerState:
     secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
     links: dict[str, SpokeLink] = field(default_factory=dict)
     link_sources: dict[str, str] = field(default_factory=dict)
+    classes: PriorityClasses = field(default_factory=PriorityClasses)
+    """The hub's priority classes (``kueue.x-k8s.io/priority-class``)."""
     lost_since: dict[str, datetime] = field(default_factory=dict)
     """Clusters AppWrappers run on that have no link (unregistered), and since when."""

@@ -39,6 +39,7 @@ from mcad.core.reservation import BrokenPromise
 from mcad.core.resources import ResourceList
 from mcad.core.snapshot import (
     PREEMPTED,
+    SUSPENDED,
     Admitted,
     AppWrapperEntry,
     BackfillPromise,
@@ -122,6 +123,9 @@ class CycleBooks:
         self._assignments: dict[object, QuotaAssignment | QuotaProblem] = {}
         self.quota_misfits: dict[tuple[int, ResourceList], Blocked] = {}
         """(the assignment's id, the demand's total) -> why it did not fit."""
+        self.lasting: dict[tuple[object, ...], Blocked | None] = {}
+        """Shapes (with candidates) short of quota that no candidate could ever hold
+        (``mcad.core.lasting``), and None for those one could."""
         self.capacity_misfits: dict[tuple[object, ...],
                                     tuple[tuple[PodSet, ...] | None, Blocked]] = {}
         """(pod shapes, candidate clusters) -> why it did not fit, and the pod sets its
@@ -307,6 +311,13 @@ class CycleBooks:
         self.evicted |= gone
         for key in keys:
             self.evictions.append(Eviction(key, PREEMPTED, message, for_key))
+
+    def evict_suspended(self, key: AppWrapperKey, message: str) -> None:
+        """Take back a running AppWrapper whose spec.suspend is true: no longer a
+        candidate for anyone's eviction; its quota and room stay held until it is gone."""
+        self._drop_candidates({key})
+        self.evicted.add(key)
+        self.evictions.append(Eviction(key, SUSPENDED, message, AppWrapperKey("")))
 
     def _shrink(self, orders: tuple[ShrinkOrder, ...]) -> None:
         view = self._after_evictions()

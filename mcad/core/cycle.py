@@ -20,7 +20,8 @@ typed value; only this module writes the cycle's books (``mcad.core.books``):
 Phases:
 
 1. The running AppWrappers are charged to the books' quota (they hold quota); they are
-   the eviction candidates. Their pods already hold capacity, through the nodes'
+   the eviction candidates; one suspended (``spec.suspend``) is taken back (an eviction,
+   reason Suspended). Their pods already hold capacity, through the nodes'
    requests or the clusters' reservations (the board was built with the books: per-node
    free room, every cluster's reservations placed first). Those started by reservation
    backfill whose promise to a still-waiting head came due are noted
@@ -28,7 +29,8 @@ Phases:
 2. The queued AppWrappers are ordered: within quota first, then fair shares (plain
    priority order without quota trees).
 3. Each queued AppWrapper, in that order, gets exactly one outcome, from the first check
-   it fails: RequeuePause, InvalidDemand, QuotaNodeNotFound, NoMatchingCluster (no
+   it fails: its hold (Suspended, QueueNotFound, PriorityClassNotFound), RequeuePause,
+   InvalidDemand, QuotaNodeNotFound, NoMatchingCluster (no
    cluster it may use, or each one closes its namespace), WaitingForPreemption (its
    victims are still going; or, a head that cannot start now, the backfills that broke
    their promise to it are evicted, as preemption victims are), QuotaExceeded,
@@ -60,6 +62,7 @@ from mcad.core.books import CycleBooks, Turn
 from mcad.core.demand import Demand
 from mcad.core.domainfit import candidates_knowing
 from mcad.core.fairness import FairOrder
+from mcad.core.lasting import NEVER_FITS_ROOM, never_fits
 from mcad.core.namespaces import open_candidates
 from mcad.core.placement import EVERY_CLUSTER, Placement, pod_of, retell
 from mcad.core.plans import PreemptionPlan
@@ -78,6 +81,7 @@ from mcad.core.snapshot import (
     CycleResult,
     Dispatch,
     Eviction,
+    Hold,
     Pending,
     PendingReason,
     Phase,
@@ -87,10 +91,9 @@ from mcad.core.snapshot import (
 )
 
 __all__ = ["PREEMPTED", "QUEUED", "Admitted", "AppWrapperEntry", "CyclePolicy",
-           "CycleResult", "Dispatch", "Eviction", "Pending", "PendingReason", "Phase",
+           "CycleResult", "Dispatch", "Eviction", "Hold", "Pending", "PendingReason", "Phase",
            "Queued", "Resize", "Snapshot", "dispatch_cycle"]
 
-NEVER_FITS_ROOM = "it does not fit even with nothing else running"
 _ROOM_REASONS = (PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY)
 
 
@@ -120,6 +123,10 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
     for entry in snapshot.appwrappers:
         (admitted if isinstance(entry.phase, Admitted) else queued).append(entry)
     books.hold_running(admitted)
+    for entry in admitted:
+        if entry.hold is not None and entry.hold.reason == PendingReason.SUSPENDED and \
+                not entry.draining:
+            books.evict_suspended(entry.key, entry.hold.message)
     # Backfills still running when their promise to a waiting head came due: they go
     # when that head is decided, unless it can start without their room.
     books.note_broken(broken_promises(admitted, queued, now=snapshot.now))
@@ -179,6 +186,9 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
     """Give ``entry`` its one outcome (``known``: its quota assignment, when the order
     has it). The hot path of the cycle: most of a long queue ends at a cached misfit,
     so the checks avoid calls and allocations where they can."""
+    if entry.hold is not None:
+        books.pend(entry.key, entry.hold.reason, entry.hold.message)
+        return
     not_before = entry.not_before
     if not_before is not None and not_before > books.now:
         books.pend(entry.key, PendingReason.REQUEUE_PAUSE,
@@ -222,6 +232,11 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
     quota_key = (id(assignment), demand.total)  # a ResourceList hashes once, then cached
     cached = books.quota_misfits.get(quota_key)
     if cached is not None:
+        lasting = _lasting(books, entry, demand, candidates) if cached.could_run else None
+        if lasting is not None:
+            _blocked(books, entry, demand, assignment, candidates, blocked=lasting,
+                     by_quota=False, tried_small=True)
+            return
         if books.line.seen and entry.elastic_min is None:  # nothing else can come of it
             books.pending.append(Pending(entry.key, cached.reason, cached.message))
         else:
@@ -243,6 +258,12 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
                          unused=books.unused_quota, assignment=assignment, total=demand.total)
     if answer is QuotaAnswer.FITS:
         return True
+    if answer is QuotaAnswer.HELD_FOR_HEAD or not answer.never:
+        lasting = _lasting(books, entry, demand, candidates)
+        if lasting is not None:  # the cause that will not go by waiting leads; no preemption
+            _blocked(books, entry, demand, assignment, candidates, blocked=lasting,
+                     by_quota=False, tried_small=True)
+            return False
     if answer is QuotaAnswer.HELD_FOR_HEAD:
         blocked = books.quota_misfits[key] = books.line.behind(True)
         _blocked(books, entry, demand, assignment, candidates, blocked=blocked, by_quota=True)
@@ -275,6 +296,22 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
     _blocked(books, entry, demand, assignment, candidates, blocked=blocked, by_quota=True,
              tried_small=True)
     return False
+
+
+def _lasting(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
+             candidates: tuple[int, ...]) -> Blocked | None:
+    """A gang short of quota that no cluster it may use could hold even empty waits for
+    that, which waiting will not change (``mcad.core.lasting``); cached per shape and
+    candidates for the cycle. None: quota is its cause (or it is elastic)."""
+    if entry.elastic_min is not None:
+        return None
+    key = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
+                 for s in demand.pod_sets), candidates, demand.topology)
+    if key not in books.lasting:
+        sentence = never_fits(books.board, demand, candidates)
+        books.lasting[key] = None if sentence is None else Blocked(
+            PendingReason.INSUFFICIENT_CAPACITY, sentence, could_run=False)
+    return books.lasting[key]
 
 
 def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,

@@ -32,14 +32,21 @@ Decisions worth knowing:
 - A topology wish (``schedulingSpec.topology``, or Kueue's pod-template annotations) is
   read with the demand, since it is part of where the gang can go
   (``mcad.core.topology``).
+- An AppWrapper written as v1beta2 (``pod_sets`` given: its components' declared
+  ``podSets``, ``mcad.core.podsets``) counts its pods by v1beta2's rule: a component's
+  declared podSets (``replicas`` pods of the template at each ``path``), else the pods
+  its kind makes (inferred as above), else none (v1beta2 treats a component of a kind
+  nobody can read, without podSets, as making no pods). Declared podSets, like
+  custompodresources, never count less than the templates mcad can read ask for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mcad.core.podsets import DeclaredPodSet, PodSetError, pod_template_at
 from mcad.core.quantity import QuantityError, parse_quantity
 from mcad.core.resources import EMPTY, ResourceList
 from mcad.core.topology import TopologyError, TopologyRequest, topology_request
@@ -111,23 +118,31 @@ class DemandError(ValueError):
     """An AppWrapper whose demand cannot be read; one sentence naming item and field."""
 
 
-def appwrapper_demand(spec: Mapping[str, Any]) -> Demand:
-    """Read the demand of an AppWrapper from its ``.spec`` as on the wire."""
+ComponentPodSets = Sequence[tuple[DeclaredPodSet, ...] | None]
+"""A v1beta2 AppWrapper's declared podSets, per component (None or empty: inferred)."""
+
+
+def appwrapper_demand(spec: Mapping[str, Any], *,
+                      pod_sets: ComponentPodSets | None = None) -> Demand:
+    """Read the demand of an AppWrapper from its ``.spec`` as on the wire (v1beta1's, the
+    storage version); ``pod_sets``: it was written as v1beta2, with these podSets."""
     spec = _mapping(spec, "spec")
     resources = _mapping(spec.get("resources"), "spec.resources")
     items = _list(resources.get("GenericItems"), "spec.resources.GenericItems")
-    pod_sets: list[PodSet] = []
+    pod_sets_found: list[PodSet] = []
     raised: list[str] = []
     for index, raw in enumerate(items):
         item = _mapping(raw, f"spec.resources.GenericItems[{index}]")
-        item_sets, was_raised = _item_pod_sets(index, item)
-        pod_sets.extend(s for s in item_sets if s.count > 0)
+        if pod_sets is None:
+            item_sets, was_raised = _item_pod_sets(index, item)
+        else:
+            item_sets, was_raised = _component_pod_sets(
+                index, item, (pod_sets[index] if index < len(pod_sets) else None) or ())
+        pod_sets_found.extend(s for s in item_sets if s.count > 0)
         if was_raised:
             raised.append(f"spec.resources.GenericItems[{index}]")
-    pods = sum(s.count for s in pod_sets)
-    total = EMPTY
-    for pod_set in pod_sets:
-        total = total + pod_set.requests.scale(pod_set.count)
+    pods = sum(s.count for s in pod_sets_found)
+    total = _total(pod_sets_found)
     scheduling = _mapping(spec.get("schedulingSpec"), "spec.schedulingSpec")
     wanted = _count(scheduling.get("minAvailable"), "spec.schedulingSpec.minAvailable",
                     default=0)
@@ -141,7 +156,7 @@ def appwrapper_demand(spec: Mapping[str, Any]) -> Demand:
         topology = topology_request(spec)
     except TopologyError as err:
         raise DemandError(str(err)) from err
-    return Demand(pod_sets=tuple(pod_sets), min_available=wanted or pods, total=total,
+    return Demand(pod_sets=tuple(pod_sets_found), min_available=wanted or pods, total=total,
                   pods=pods, raised=tuple(raised), topology=topology)
 
 
@@ -188,6 +203,17 @@ def pod_templates(obj: Mapping[str, Any]) -> tuple[PodTemplate, ...] | None:
     return tuple(found)
 
 
+def inferred_pod_sets(obj: Mapping[str, Any]) -> tuple[DeclaredPodSet, ...] | None:
+    """The podSets of a wrapped object as v1beta2 would infer them (paths in its grammar,
+    ``template.spec.template``), read by mcad's rules; None for a kind mcad cannot read.
+    Raises ``DemandError`` for a malformed object."""
+    found = pod_templates(obj)
+    if found is None:
+        return None
+    return tuple(DeclaredPodSet("template" if t.path == "generictemplate"
+                                else f"template.{t.path}", t.count) for t in found)
+
+
 # -- one GenericItem -------------------------------------------------------------------
 
 def _item_pod_sets(index: int, item: Mapping[str, Any]) -> tuple[list[PodSet], bool]:
@@ -232,6 +258,49 @@ def _item_pod_sets(index: int, item: Mapping[str, Any]) -> tuple[list[PodSet], b
             "custompodresources on the item"
         )
     return _template_pod_sets(item, template, reader, label, source), False
+
+
+def _component_pod_sets(index: int, item: Mapping[str, Any],
+                        declared: tuple[DeclaredPodSet, ...]) -> tuple[list[PodSet], bool]:
+    """A v1beta2 component's pod sets (stored as GenericItem ``index``), and whether its
+    declaration was raised to its templates'."""
+    if not declared:
+        template = _mapping(item.get("generictemplate"), f"GenericItems[{index}].generictemplate")
+        group, kind = _group_kind(template)
+        if item.get("custompodresources") or (group, kind) in _READERS:
+            return _item_pod_sets(index, item)
+        return [], False  # v1beta2: a kind nobody can read, and no podSets: no pods
+    where = f"components[{index}]"
+    template = _mapping(item.get("generictemplate"), f"{where}.template")
+    group, kind = _group_kind(template)
+    name = _mapping(template.get("metadata"), f"{where}.template.metadata").get("name", "")
+    out = []
+    for i, pod_set in enumerate(declared):
+        at = f"{where}.podSets[{i}]"
+        try:
+            pod_template = pod_template_at(template, pod_set.path)
+        except PodSetError as err:
+            raise DemandError(f"{at}.path: {err}") from err
+        pod_spec = _mapping(pod_template.get("spec"), f"{at}: {pod_set.path}.spec")
+        selector, tolerations = _placement(pod_spec, f"{at}: {pod_set.path}.spec")
+        out.append(PodSet(count=pod_set.replicas,
+                          requests=_pod_request(pod_spec, f"{at}: {pod_set.path}.spec."),
+                          node_selector=selector, tolerations=tolerations,
+                          source=f"{where} {kind}/{name} podSets[{i}]"))
+    reader = _READERS.get((group, kind))
+    if reader is not None:
+        label = f"{where} (Kind {template.get('apiVersion', '')} {kind})"
+        from_templates = _template_pod_sets(item, template, reader, label,
+                                            f"{where} {kind}/{name}")
+        if not _total(from_templates).fits_in(_total(out)):
+            return from_templates, True
+    return out, False
+
+
+def _group_kind(template: Mapping[str, Any]) -> tuple[str, str]:
+    api_version = str(template.get("apiVersion", ""))
+    return (api_version.rpartition("/")[0] if "/" in api_version else ""), \
+        str(template.get("kind", ""))
 
 
 def _template_pod_sets(item: Mapping[str, Any], template: Mapping[str, Any], reader: _Reader,
@@ -352,8 +421,8 @@ def _replica_specs_reader(field: str) -> _Reader:
 
 
 def _read_raycluster(obj: Mapping[str, Any], label: str) -> Iterator[_Found]:
-    spec = _mapping(obj.get("spec"), f"{label}: generictemplate.spec")
-    return _ray_cluster_pods(spec, "generictemplate.spec", label)
+    yield from _ray_cluster(_mapping(obj.get("spec"), f"{label}: generictemplate.spec"),
+                            label, "generictemplate.spec")
 
 
 def _read_rayjob(obj: Mapping[str, Any], label: str) -> Iterator[_Found]:
@@ -362,19 +431,18 @@ def _read_rayjob(obj: Mapping[str, Any], label: str) -> Iterator[_Found]:
     pods carry no AppWrapper label), and a RayJob that runs on an existing cluster
     (``clusterSelector``, no ``rayClusterSpec``) makes none."""
     spec = _mapping(obj.get("spec"), f"{label}: generictemplate.spec")
-    cluster = _mapping(spec.get("rayClusterSpec"),
-                       f"{label}: generictemplate.spec.rayClusterSpec")
-    return _ray_cluster_pods(cluster, "generictemplate.spec.rayClusterSpec", label)
+    yield from _ray_cluster(_mapping(spec.get("rayClusterSpec"),
+                                     f"{label}: generictemplate.spec.rayClusterSpec"),
+                            label, "generictemplate.spec.rayClusterSpec")
 
 
-def _ray_cluster_pods(spec: Mapping[str, Any], at: str, label: str) -> Iterator[_Found]:
-    """A RayClusterSpec's pods: its head, and each worker group's replicas x hosts."""
-    head = _mapping(spec.get("headGroupSpec"), f"{label}: {at}.headGroupSpec")
+def _ray_cluster(spec: Mapping[str, Any], label: str, prefix: str) -> Iterator[_Found]:
+    head = _mapping(spec.get("headGroupSpec"), f"{label}: {prefix}.headGroupSpec")
     if head:
-        yield _Found(1, head.get("template"), f"{at}.headGroupSpec.template", "head")
-    groups = _list(spec.get("workerGroupSpecs"), f"{label}: {at}.workerGroupSpecs")
+        yield _Found(1, head.get("template"), f"{prefix}.headGroupSpec.template", "head")
+    groups = _list(spec.get("workerGroupSpecs"), f"{label}: {prefix}.workerGroupSpecs")
     for i, raw in enumerate(groups):
-        path = f"{at}.workerGroupSpecs[{i}]"
+        path = f"{prefix}.workerGroupSpecs[{i}]"
         where = f"{label}: {path}"
         group = _mapping(raw, where)
         if group.get("replicas") is not None:
@@ -384,6 +452,24 @@ def _ray_cluster_pods(spec: Mapping[str, Any], at: str, label: str) -> Iterator[
         hosts = _count(group.get("numOfHosts"), f"{where}.numOfHosts", default=1)
         yield _Found(replicas * hosts, group.get("template"), f"{path}.template",
                      f"workers {group.get('groupName', i)}")
+
+
+def _read_leaderworkerset(obj: Mapping[str, Any], label: str) -> Iterator[_Found]:
+    """``spec.replicas`` groups of ``leaderWorkerTemplate.size`` pods: one leader (from
+    ``leaderTemplate``, else ``workerTemplate``) and size - 1 workers each."""
+    where = f"{label}: generictemplate.spec"
+    spec = _mapping(obj.get("spec"), where)
+    groups = _count(spec.get("replicas"), f"{where}.replicas", default=1)
+    lws = _mapping(spec.get("leaderWorkerTemplate"), f"{where}.leaderWorkerTemplate")
+    size = _count(lws.get("size"), f"{where}.leaderWorkerTemplate.size", default=1)
+    path = "generictemplate.spec.leaderWorkerTemplate"
+    if lws.get("leaderTemplate") is not None:
+        yield _Found(groups, lws["leaderTemplate"], f"{path}.leaderTemplate", "leaders")
+        yield _Found(groups * max(size - 1, 0), lws.get("workerTemplate"),
+                     f"{path}.workerTemplate", "workers")
+    else:
+        yield _Found(groups * max(size, 1), lws.get("workerTemplate"),
+                     f"{path}.workerTemplate", "workers")
 
 
 def _read_nothing(obj: Mapping[str, Any], label: str) -> Iterator[_Found]:
@@ -402,6 +488,7 @@ _READERS: dict[tuple[str, str], _Reader] = {
     ("kubeflow.org", "MPIJob"): _replica_specs_reader("mpiReplicaSpecs"),
     ("ray.io", "RayCluster"): _read_raycluster,
     ("ray.io", "RayJob"): _read_rayjob,
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): _read_leaderworkerset,
     # Objects that create no pods of their own.
     ("scheduling.x-k8s.io", "PodGroup"): _read_nothing,
     ("scheduling.sigs.k8s.io", "PodGroup"): _read_nothing,

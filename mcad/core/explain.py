@@ -3,9 +3,10 @@
 The controller keeps its last cycle's ``Snapshot`` and ``CycleResult``; ``queue_rows``
 lists the queued AppWrappers in the order that cycle considered them, and ``explain``
 takes one AppWrapper through the checks the cycle applies, in the cycle's order
-(requeue pause, demand, quota per tree, which clusters it may use), then asks every
-cluster whether the whole gang fits there now and why not (for a gang that asks for a
-topology, every domain of its level too). Nothing here re-implements
+(its hold: suspended, an unknown queue or priority class; requeue pause, demand, quota
+per tree, which clusters it may use), then asks every cluster whether the whole gang
+fits there now and why not (for a gang that asks for a topology, every domain of its
+level too). Nothing here re-implements
 the decision: the verdict is the cycle's own (``CycleResult``); the checks say why.
 
 A dry run (``mcad explain -f``) is the same question about an AppWrapper not yet
@@ -162,6 +163,9 @@ def charged_quota(snapshot: Snapshot) -> QuotaForest:
 def _checks(snapshot: Snapshot, entry: AppWrapperEntry, quota: QuotaForest) -> list[Check]:
     now = snapshot.now
     out = []
+    if entry.hold is not None:
+        out.append(Check("held", False, entry.hold.message))
+        return out
     if entry.not_before is not None and entry.not_before > now:
         out.append(Check("requeue pause", False, f"requeued; may go again from "
                                                  f"{entry.not_before.isoformat()}"))

@@ -31,9 +31,14 @@ SPOKE_LOST = "SpokeLost"
 SPEC_CHANGED = "SpecChanged"
 KIND_NOT_SERVED = "KindNotServed"
 
-UNCOUNTED_REASONS = frozenset({SPOKE_LOST, SPEC_CHANGED, KIND_NOT_SERVED})
+SUSPENDED = "Suspended"
+"""Taken back because its v1beta2 ``spec.suspend`` became true (Kueue's doing, or its
+owner's): not the gang's fault."""
+
+UNCOUNTED_REASONS = frozenset({SPOKE_LOST, SPEC_CHANGED, KIND_NOT_SERVED, SUSPENDED})
 """Requeues that are not the gang's doing: its cluster stopped answering, its spec was
-changed after dispatch, or the cluster chosen turned out not to serve a wrapped kind.
+changed after dispatch, the cluster chosen turned out not to serve a wrapped kind, or it
+was suspended.
 They do not count against maxNumRequeuings, and the AppWrapper may be dispatched again
 at once (no pause: nothing of it is left to drain where it goes next)."""
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import NamedTuple
 
+from mcad.core import requeue
 from mcad.core.backfill import DEFAULT_STARVATION_SECONDS, BackfillRule
 from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
 from mcad.core.demand import Demand
@@ -26,6 +27,9 @@ from mcad.core.victims import PreemptionPolicy
 class PendingReason(StrEnum):
     """Why a queued AppWrapper was not dispatched in this cycle."""
 
+    SUSPENDED = "Suspended"
+    QUEUE_NOT_FOUND = "QueueNotFound"
+    PRIORITY_CLASS_NOT_FOUND = "PriorityClassNotFound"
     REQUEUE_PAUSE = "RequeuePause"
     INVALID_DEMAND = "InvalidDemand"
     QUOTA_NODE_NOT_FOUND = "QuotaNodeNotFound"
@@ -50,7 +54,21 @@ class Blocked:
 
 
 PREEMPTED = "Preempted"
-"""Reason of every eviction the cycle orders."""
+"""Reason of every eviction the cycle orders to make room."""
+SUSPENDED = requeue.SUSPENDED
+"""Reason of the eviction of a running AppWrapper whose spec.suspend is true (an
+uncounted requeue: ``mcad.core.requeue``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Why an AppWrapper stays out of the queue whatever room there is, until someone
+    acts: it is suspended (v1beta2's ``spec.suspend``), or a Kueue label of it names a
+    queue or priority class that does not exist. Admitted and suspended, it is taken
+    back first."""
+
+    reason: PendingReason
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +142,8 @@ class AppWrapperEntry:
     backfill_promise: BackfillPromise | None = None
     """Admitted by reservation backfill on the promise to end before the head's
     reservation (``status.backfillPromise``); None: admitted on no promise."""
+    hold: Hold | None = None
+    """Kept out of the queue (``Hold``); None: it may be dispatched."""
     since: float = field(init=False, repr=False, compare=False)
     """``queued_since or created`` as POSIX seconds: the queue's sort key, computed once
     per entry (the controller keeps entries across cycles) since sorting 10,000 aware

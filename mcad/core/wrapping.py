@@ -217,9 +217,11 @@ def _token_secret(template: Mapping[str, Any]) -> bool:
 
 
 def is_pod_template(key: object, value: Any) -> bool:
-    """A PodTemplateSpec: a ``template`` whose spec has containers (Job, Deployment,
-    JobSet, PyTorchJob, RayCluster... at any depth)."""
-    return (key == "template" and isinstance(value, Mapping)
+    """A PodTemplateSpec: a ``template`` (or ``...Template``: a LeaderWorkerSet's
+    ``leaderTemplate`` and ``workerTemplate``) whose spec has containers (Job,
+    Deployment, JobSet, PyTorchJob, RayCluster... at any depth)."""
+    return ((key == "template" or (isinstance(key, str) and key.endswith("Template")))
+            and isinstance(value, Mapping)
             and isinstance(value.get("spec"), Mapping) and "containers" in value["spec"])
 
 

@@ -62,8 +62,17 @@ APISERVICES = ResourceRef("apiregistration.k8s.io/v1", "APIService", "apiservice
 VALIDATING_WEBHOOKS = ResourceRef("admissionregistration.k8s.io/v1",
                                   "ValidatingWebhookConfiguration",
                                   "validatingwebhookconfigurations", namespaced=False)
+CUSTOMRESOURCEDEFINITIONS = ResourceRef("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                                        "customresourcedefinitions", namespaced=False)
+PRIORITYCLASSES = ResourceRef("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses",
+                              namespaced=False)
+WORKLOADPRIORITYCLASSES = ResourceRef("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass",
+                                      "workloadpriorityclasses", namespaced=False)
 LEASES = ResourceRef("coordination.k8s.io/v1", "Lease", "leases", namespaced=True)
 APPWRAPPERS = ResourceRef("workload.codeflare.dev/v1beta1", "AppWrapper", "appwrappers", True)
+APPWRAPPERS_V1BETA2 = ResourceRef("workload.codeflare.dev/v1beta2", "AppWrapper", "appwrappers",
+                                  True)
+"""AppWrappers as v1beta2 (converted by mcad's webhook); mcad itself reads v1beta1."""
 QUOTASUBTREES = ResourceRef("quota.codeflare.dev/v1alpha1", "QuotaSubtree", "quotasubtrees", True)
 SPOKECLUSTERS = ResourceRef("cluster.codeflare.dev/v1alpha1", "SpokeCluster", "spokeclusters",
                             False)

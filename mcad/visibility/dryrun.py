@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from mcad.api.conversion import V1BETA2, to_v1beta1
 from mcad.config import RunConfig
 from mcad.controller.clock import rfc3339
 from mcad.controller.records import AppWrapperRecord
@@ -115,6 +116,8 @@ def trial(body: bytes, content_type: str, *, namespace: str, snapshot: Snapshot,
     checked = check_appwrapper(obj, config=config)
     if checked.problems:
         raise Refused(422, "the AppWrapper is not valid: " + "; ".join(checked.problems))
+    if obj.get("apiVersion") == V1BETA2:
+        obj = to_v1beta1(obj)  # as the API server would store it
     meta = obj.setdefault("metadata", {})
     meta["namespace"] = namespace
     meta["uid"] = "dry-run"

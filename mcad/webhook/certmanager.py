@@ -11,6 +11,8 @@ hour, that:
   ``--webhook-url`` mcad creates or updates the whole configuration, pointing at that
   URL; with ``--webhook-service`` (the manifests) the configuration is the manifests'
   and only its caBundle is written;
+- the AppWrapper CRD's conversion webhook (``spec.conversion.webhook.clientConfig``)
+  calls mcad's ``/convert`` through the same URL's host or Service, trusting that CA;
 - the visibility API's APIService trusts it too, and reaches the leader
   (``mcad.webhook.apiservice``).
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from mcad.api.conversion import CONVERT_PATH
 from mcad.controller.clock import utcnow
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
@@ -40,6 +43,7 @@ from mcad.webhook.server import PATH, SECRET, secret_body
 log = logging.getLogger(__name__)
 NAME = "mcad"
 CHECK_EVERY_S = 3600.0
+APPWRAPPERS_CRD = "appwrappers.workload.codeflare.dev"
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,19 @@ class Registration:
                                  "path": PATH, "port": 443}
         return config
 
+    def conversion_client_config(self, ca: bytes) -> dict[str, Any]:
+        """Where the API server calls ``/convert``: the webhook URL's path replaced, or
+        the Service."""
+        config: dict[str, Any] = {"caBundle": base64.b64encode(ca).decode()}
+        if self.url:
+            parsed = urlparse(self.url)
+            prefix = parsed.path[:-len(PATH)] if parsed.path.endswith(PATH) else ""
+            config["url"] = parsed._replace(path=prefix + CONVERT_PATH).geturl()
+        elif self.service:
+            config["service"] = {"namespace": self.service[0], "name": self.service[1],
+                                 "path": CONVERT_PATH, "port": 443}
+        return config
+
 
 def configuration(registration: Registration, ca: bytes) -> dict[str, Any]:
     """The ValidatingWebhookConfiguration mcad registers in URL mode."""
@@ -89,7 +106,8 @@ def configuration(registration: Registration, ca: bytes) -> dict[str, Any]:
         "webhooks": [{
             "name": "appwrappers.workload.codeflare.dev",
             "clientConfig": registration.client_config(ca),
-            "rules": [{"apiGroups": ["workload.codeflare.dev"], "apiVersions": ["v1beta1"],
+            "rules": [{"apiGroups": ["workload.codeflare.dev"],
+                       "apiVersions": ["v1beta1", "v1beta2"],
                        "operations": ["CREATE", "UPDATE"], "resources": ["appwrappers"],
                        "scope": "Namespaced"}],
             "failurePolicy": "Fail", "sideEffects": "None", "matchPolicy": "Equivalent",
@@ -123,6 +141,7 @@ class CertManager:
         bundle = await self._ensure_secret()
         if self.registration.admission:
             await self._ensure_registration(bundle.ca_cert)
+            await self._ensure_conversion(bundle.ca_cert)
         if self.registration.visibility is not None:
             await apiservice.ensure(self.hub, self.registration.visibility, bundle.ca_cert,
                                     pod_ip=self.pod_ip, port=self.port())
@@ -171,8 +190,9 @@ class CertManager:
         if self.registration.url:
             wanted = configuration(self.registration, ca)
             wanted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            if [w.get("clientConfig") for w in current.get("webhooks") or []] != \
-                    [w["clientConfig"] for w in wanted["webhooks"]]:
+            # (the rules too: an older mcad registered v1beta1 only)
+            if [(w.get("clientConfig"), w.get("rules")) for w in current.get("webhooks") or []] \
+                    != [(w["clientConfig"], w["rules"]) for w in wanted["webhooks"]]:
                 await verbs.replace(self.hub, refs.VALIDATING_WEBHOOKS, wanted)
             return
         bundle = base64.b64encode(ca).decode()
@@ -183,3 +203,24 @@ class CertManager:
             webhook.setdefault("clientConfig", {})["caBundle"] = bundle
         await verbs.replace(self.hub, refs.VALIDATING_WEBHOOKS, current)
         log.info("updated the caBundle of ValidatingWebhookConfiguration %s", NAME)
+
+    async def _ensure_conversion(self, ca: bytes) -> None:
+        """The AppWrapper CRD converts through this replica set's ``/convert``."""
+        try:
+            crd = await verbs.get(self.hub, refs.CUSTOMRESOURCEDEFINITIONS, APPWRAPPERS_CRD)
+        except NotFound:
+            log.warning("the CustomResourceDefinition %s does not exist; apply the CRDs "
+                        "(kubectl apply -k crds/)", APPWRAPPERS_CRD)
+            return
+        wanted = self.registration.conversion_client_config(ca)
+        conversion = (crd.get("spec") or {}).get("conversion") or {}
+        webhook = conversion.get("webhook") or {}
+        if conversion.get("strategy") == "Webhook" and webhook.get("clientConfig") == wanted:
+            return
+        crd.setdefault("spec", {})["conversion"] = {"strategy": "Webhook", "webhook": {
+            **webhook, "conversionReviewVersions": webhook.get("conversionReviewVersions")
+            or ["v1"], "clientConfig": wanted}}
+        await verbs.replace(self.hub, refs.CUSTOMRESOURCEDEFINITIONS, crd)
+        log.info("the CustomResourceDefinition %s converts through %s", APPWRAPPERS_CRD,
+                 wanted.get("url") or "the Service {}/{}".format(*self.registration.service
+                                                               or ("", "")))

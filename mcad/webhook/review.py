@@ -11,7 +11,12 @@ answers into the response, naming every object whose kind was denied (``denials`
 
 On UPDATE, nothing is checked when the spec did not change: mcad's own writes
 (finalizers) and deletions must never be refused for rights the requester never
-needed, nor for problems in an object admitted before.
+needed, nor for problems in an object admitted before. What v1beta2 keeps fixed once an
+AppWrapper exists (its podSets, ``managedBy``) is refused when changed, through either
+version (``mcad.api.components.frozen_changes``).
+
+Both versions come here: the configuration's rules name v1beta1 and v1beta2, and the
+check converts a v1beta2 AppWrapper to the stored version (``mcad.validation``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcad.api.components import frozen_changes, in_v1beta2_words
+from mcad.api.conversion import V1BETA2
 from mcad.config import RunConfig
 from mcad.validation import check_appwrapper
 
@@ -76,13 +83,16 @@ def plan_review(review: Mapping[str, Any], *, config: RunConfig) -> ReviewPlan:
         return plan
     if operation == "UPDATE":
         old = request.get("oldObject")
-        if isinstance(old, Mapping) and old.get("spec") == new.get("spec"):
-            return plan
+        if isinstance(old, Mapping):
+            plan.problems = frozen_changes(old, new)
+            if plan.problems or (old.get("spec") == new.get("spec")):
+                return plan
     checked = check_appwrapper(new, config=config, namespace=plan.namespace)
     plan.problems = checked.problems
     plan.warnings = checked.notes
     if not plan.problems:
-        plan.checks = [AccessCheck(w.api_version, w.kind, w.name, w.describe)
+        words = in_v1beta2_words if new.get("apiVersion") == V1BETA2 else str
+        plan.checks = [AccessCheck(w.api_version, w.kind, w.name, words(w.describe))
                        for w in checked.objects]
     return plan
 

@@ -1,7 +1,8 @@
 """The HTTPS server the hub's API server calls, run by every replica (leader or standby).
 
-It serves ``POST /validate-appwrapper`` (AdmissionReview v1) and, mounted beside it, the
-aggregated visibility API (``mcad.visibility.api``, under ``/apis``), with the
+It serves ``POST /validate-appwrapper`` (AdmissionReview v1), ``POST /convert`` (the
+AppWrapper CRD's ConversionReviews: ``mcad.webhook.conversion``) and, mounted beside
+them, the aggregated visibility API (``mcad.visibility.api``, under ``/apis``), with the
 certificate kept in the Secret ``mcad-webhook-tls`` of mcad's namespace
 (``certmanager`` writes it on the leader; every replica reads it every few seconds and
 swaps it in without a restart, so a rotation never drops a request). Until a
@@ -34,6 +35,7 @@ from typing import Any
 from aiohttp import web
 
 from mcad.access import FrontProxy, load_front_proxy
+from mcad.api.conversion import CONVERT_PATH
 from mcad.config import RunConfig
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
@@ -41,6 +43,7 @@ from mcad.gateway.errors import ApiError, NotFound, UnknownKind
 from mcad.gateway.kubeconfig import load_cert_chain
 from mcad.gateway.refs import Discovery
 from mcad.server import ListenError, parse_address
+from mcad.webhook import conversion
 from mcad.webhook.review import (
     REVIEWS_AT_ONCE,
     AccessCheck,
@@ -81,6 +84,7 @@ class WebhookServer:
         self._front_proxy_problem = ""
         self.serving = asyncio.Event()
         self._poke = asyncio.Event()
+        self._converting = asyncio.Semaphore(conversion.AT_ONCE)
         if self.mounted:
             self.ssl.verify_mode = ssl.CERT_OPTIONAL
 
@@ -93,6 +97,7 @@ class WebhookServer:
         host, port = parse_address(self.address)
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_post(PATH, self._handle)
+        app.router.add_post(CONVERT_PATH, self._convert)
         for prefix, mounted in self.mounted:
             app.add_subapp(prefix, mounted)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
@@ -187,6 +192,21 @@ class WebhookServer:
                 message=f"mcad could not check whether the requester may create "
                         f"{failed.check.describe} ({failed.error.message}); try again"))
         return web.json_response(decide(plan, denials(plan, answers)))
+
+    async def _convert(self, request: web.Request) -> web.Response:
+        """A ConversionReview: read (bounded), converted in a worker thread."""
+        too_big = web.Response(status=413, text="the ConversionReview is larger than "
+                                                f"{conversion.MAX_BODY} bytes")
+        if (request.content_length or 0) > conversion.MAX_BODY:
+            return too_big
+        body = bytearray()
+        async for chunk in request.content.iter_chunked(256 * 1024):
+            body += chunk
+            if len(body) > conversion.MAX_BODY:
+                return too_big
+        async with self._converting:
+            answer = await asyncio.to_thread(conversion.review, bytes(body))
+        return web.Response(body=answer, content_type="application/json")
 
     async def _review_kinds(self, plan: ReviewPlan) -> dict[KindKey, tuple[str, bool]]:
         """Ask the hub about each wrapped kind, ``REVIEWS_AT_ONCE`` at a time: kind ->

@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from mcad.api import crds
+from mcad.api import appwrapper_v1beta2, crds
 from mcad.api.meta import ObjectMeta, WireModel
 from tests.api.schema_check import schema_errors
 
@@ -161,16 +161,48 @@ def test_names_and_printer_columns(kind: str, short: str, columns: list[str]) ->
     names = crd["spec"]["names"]
     assert names["shortNames"] == [short]
     assert names["categories"] == ["mcad"]
+    own = {v.name for v in RESOURCES[kind].own_versions}
     for version in crd["spec"]["versions"]:
-        assert [c["name"] for c in version["additionalPrinterColumns"]] == columns
+        if version["name"] not in own:
+            assert [c["name"] for c in version["additionalPrinterColumns"]] == columns
         assert version["subresources"] == {"status": {}}
     assert [v["storage"] for v in crd["spec"]["versions"]].count(True) == 1
 
 
-@pytest.mark.parametrize("kind", sorted(RESOURCES))
-def test_printer_columns_point_at_fields_that_exist(kind: str) -> None:
-    schema = schema_of(kind)
-    for column in RESOURCES[kind].columns:
+def test_appwrappers_are_served_as_v1beta1_stored_and_v1beta2_converted_by_mcad() -> None:
+    crd = yaml.safe_load((crds.DEFAULT_DIR / RESOURCES["AppWrapper"].filename).read_text())
+    versions = {v["name"]: v for v in crd["spec"]["versions"]}
+    assert [(n, v["served"], v["storage"]) for n, v in versions.items()] == [
+        ("v1beta1", True, True), ("v1beta2", True, False)]
+    assert [c["name"] for c in versions["v1beta2"]["additionalPrinterColumns"]] == [
+        "Status", "Quota Reserved", "Resources Deployed", "Unhealthy", "Cluster", "Message",
+        "Age"]  # project-codeflare/appwrapper's, then mcad's (wide)
+    assert crd["spec"]["conversion"] == {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"], "clientConfig": {"service": {
+            "namespace": "mcad-system", "name": "mcad-webhook", "path": "/convert",
+            "port": 443}}}}
+    v1beta2 = versions["v1beta2"]["schema"]["openAPIV3Schema"]
+    assert list(crds.structural_problems(v1beta2)) == []
+    assert sorted(preserved_paths(v1beta2)) == [
+        ".spec.components[].podSetInfos[].schedulingGates[]",
+        ".spec.components[].podSetInfos[].tolerations[]",
+        ".spec.components[].template"]
+    assert compare(appwrapper_v1beta2.AppWrapper, v1beta2, "") == []
+    assert set(v1beta2["properties"]["status"]["properties"]["phase"]["enum"]) == {
+        "", "Suspended", "Resuming", "Running", "Resetting", "Suspending", "Succeeded",
+        "Failed", "Terminating"}
+
+
+COLUMNS = [(kind, None) for kind in sorted(RESOURCES)] + [
+    (kind, own) for kind in sorted(RESOURCES) for own in RESOURCES[kind].own_versions]
+
+
+@pytest.mark.parametrize(("kind", "own"), COLUMNS, ids=[
+    f"{k}{'-' + o.name if o else ''}" for k, o in COLUMNS])
+def test_printer_columns_point_at_fields_that_exist(kind: str, own: crds.Version | None
+                                                    ) -> None:
+    schema = crds.structural_schema(own.model) if own else schema_of(kind)
+    for column in (own.columns if own else RESOURCES[kind].columns):
         steps = column.json_path.split("[")[0].replace("\\.", "\0").strip(".").split(".")
         node = schema
         for step in (s.replace("\0", ".") for s in steps):

@@ -32,7 +32,7 @@ from mcad.core.elastic import sized
 from mcad.core.placement import ClusterSelector, PlacementPolicy
 from mcad.core.quota import QuotaForest
 from mcad.core.resources import EMPTY
-from mcad.core.snapshot import BackfillPromise
+from mcad.core.snapshot import BackfillPromise, Hold, PendingReason
 from mcad.core.topology import TopologyPin
 from mcad.core.victims import PreemptionPolicy
 from tests.builders.appwrappers import make_appwrapper
@@ -90,6 +90,12 @@ class EntryBuilder:
         self._runtime: float | None = None
         self._elastic: tuple[int, int | None] | None = None
         self._promise: BackfillPromise | None = None
+        self._hold: Hold | None = None
+
+    def held(self, reason: PendingReason, message: str = "held") -> EntryBuilder:
+        """Kept out of the queue (suspended, an unknown queue or priority class)."""
+        self._hold = Hold(reason, message)
+        return self
 
     def priority(self, priority: int) -> EntryBuilder:
         self._priority = priority
@@ -213,7 +219,7 @@ class EntryBuilder:
             draining_for=(AppWrapperKey(self._draining_for) if self._draining_for
                           else None), expected_end=self._expected_end,
             elastic_min=elastic_min, full_pods=full_pods,
-            expected_runtime=self._runtime, backfill_promise=self._promise)
+            expected_runtime=self._runtime, backfill_promise=self._promise, hold=self._hold)
 
 
 class SnapshotBuilder:

@@ -235,3 +235,74 @@ def test_an_under_declared_custompodresources_shows_the_true_total(
     assert (code, err) == (0, "")
     assert "2 pods (all in one gang), priority 0, requests nvidia.com/gpu 16" in out
     assert "GenericItems[0] declares less in custompodresources than its pods request" in out
+
+
+SAMPLES = FIXTURES / "appwrapper-v1beta2"
+
+
+def test_the_appwrapper_projects_samples_are_valid(capsys: pytest.CaptureFixture[str]) -> None:
+    """project-codeflare/appwrapper's samples, unchanged: every one valid, with the pods
+    its inference finds (a JobSet of 2 x 2 workers and a driver: 5; a LeaderWorkerSet
+    whose declared workers are fewer than its template makes: counted as its template)."""
+    code, out, err = run(["validate", "-f", str(SAMPLES)], capsys)
+    assert code == 0, err
+    pods = {line.split('"')[1]: line.split(": ")[2].split(" (")[0] for line in out.splitlines()}
+    assert pods == {
+        "sample-deployment": "2 pods", "sample-failing-job": "1 pod",
+        "sample-failing-pod": "1 pod", "sample-failing-pytorch-job": "2 pods",
+        "sample-gpu-job": "1 pod", "sample-job": "1 pod", "sample-jobset": "5 pods",
+        "sample-lws": "6 pods", "sample-pod": "1 pod", "sample-pytorch-job": "3 pods"}
+    assert "sample-gpu-job\": 1 pod (all in one gang), requests cpu 1, nvidia.com/gpu 4" in out
+    assert "spec.components[0] declares less in podSets than its pods request" in out
+    assert err.count("kueue.x-k8s.io/queue-name: ignored, since the mcad configuration maps "
+                     "no queue names to quota (queueNames)") == 10
+
+
+V1BETA2_JOB = {
+    "apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+    "metadata": {"name": "w", "namespace": "team-a"},
+    "spec": {"components": [{"template": {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        "spec": {"parallelism": 2, "template": {"spec": {"containers": [
+            {"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}}}}}]}}
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"podSets": [{"path": "template.spec.templat", "replicas": 2}]},
+     'spec.components[0].podSets[0].path: "template.spec.templat" leaves the template at '
+     "template.spec.templat (no such field)"),
+    ({"podSets": [{"path": "template.spec.template", "replicas": 3}]},
+     "spec.components[0].podSets: template.spec.template declares 3 replicas, but the "
+     "template makes 2 pods there"),
+    ({"template": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"},
+                   "spec": {}}},
+     "spec.components: no component makes pods"),
+    ({"template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                   "spec": {"containers": [{"name": "c", "resources": {"requests": {
+                       "cpu": "lots"}}}]}}},
+     "components[0] (Kind v1 Pod): template.spec.containers[0].resources.requests.cpu"),
+])
+def test_a_v1beta2_appwrapper_is_refused_in_its_own_words(
+        change: dict[str, object], says: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    doc = yaml.safe_load(yaml.safe_dump(V1BETA2_JOB))
+    doc["spec"]["components"][0].update(change)
+    path = tmp_path / "aw.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, _, err = run(["validate", "-f", str(path)], capsys)
+    assert code == 1 and says in err, err
+    assert "GenericItems" not in err and "generictemplate" not in err
+
+
+def test_pod_set_infos_are_kept_and_said_to_be_ignored(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What Kueue would inject into admitted pod templates: mcad places pods itself."""
+    doc = yaml.safe_load(yaml.safe_dump(V1BETA2_JOB))
+    doc["spec"]["components"][0]["podSetInfos"] = [{"nodeSelector": {"zone": "a"}}]
+    path = tmp_path / "aw.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, _, err = run(["validate", "-f", str(path)], capsys)
+    assert code == 0
+    assert ("spec.components[0].podSetInfos: accepted for AppWrapper v1beta2 compatibility and "
+            "not acted on (Kueue's injection for the pods it admits; mcad places the pods "
+            "itself)") in err

@@ -179,6 +179,33 @@ def test_limits_are_declared_where_every_container_sets_them(
                      "limits": {"cpu": "5", GPU: "2"}}
 
 
+@pytest.mark.parametrize("kind", CASES)
+def test_each_kind_wraps_as_v1beta2_with_its_inferred_podsets(
+        kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--api v1beta2: one component, its podSets as the AppWrapper project infers them
+    (so its admission and mcad's accept them), the same demand as v1beta1's."""
+    case = CASES[kind]
+    aw = wrapped(tmp_path, case.manifest, capsys, "--api", "v1beta2", "--queue", "q",
+                 "--priority-class", "high")
+    assert aw["apiVersion"] == "workload.codeflare.dev/v1beta2"
+    assert aw["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "q",
+                                        "kueue.x-k8s.io/priority-class": "high"}
+    (component,) = aw["spec"]["components"]
+    assert component["template"]["kind"] == kind
+    assert [p["replicas"] for p in component["podSets"]] == [n for n, _ in case.want_shapes]
+    checked = check_appwrapper(aw, config=RunConfig(), namespace="default")
+    assert checked.problems == []
+    assert checked.demand is not None
+    assert (checked.demand.pods, checked.demand.total) == (case.want_pods, case.want_total)
+
+
+def test_a_v1beta2_wrap_names_its_priority_by_class(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["wrap", "-f", str(manifest_file(tmp_path, job())), "--api", "v1beta2",
+                        "--priority", "5"], capsys)
+    assert code == 1 and "--priority-class" in err
+
+
 # -- flags -----------------------------------------------------------------------------------
 
 def test_priority_quota_name_and_namespace_come_from_the_flags(

@@ -88,7 +88,7 @@ def test_before_the_controller_looks_an_appwrapper_has_no_state() -> None:
 
 def test_the_states_are_mcads() -> None:
     crd = crd_serving("workload.codeflare.dev/v1beta1", "AppWrapper")
-    (version,) = crd["spec"]["versions"]
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta1"]
     state = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["state"]
     assert set(state["enum"]) == MCAD_STATES | {""}
     for value in sorted(MCAD_STATES):

@@ -223,7 +223,9 @@ PREEMPTION_CASES = [
                                        "cpu, 0 free; evicting them would not make room for its "
                                        "pods"),
         spokes=lambda: [make_cluster("spoke-1").nodes(2, cpu=2, memory="8Gi").used(0, cpu=2),
-                        make_cluster("spoke-2").nodes(1, cpu="500m", memory="8Gi")]),
+                        # (room enough when empty: one that never fits leads with
+                        # that, mcad.core.lasting)
+                        make_cluster("spoke-2").nodes(1, cpu=1, memory="8Gi").used(0, cpu=1)]),
 ]
 
 

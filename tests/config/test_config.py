@@ -290,3 +290,20 @@ refusedNamespaces: ["kube-*", monitoring, "gpu-*", "cert-manage?"]
 def test_a_bad_refused_namespace_pattern_is_a_sentence(tmp_path: Path, text: str,
                                                         says: str) -> None:
     assert says in problem(tmp_path, text)
+
+
+# -- queue names (AppWrapper v1beta2's kueue.x-k8s.io/queue-name) ---------------------------
+
+def test_queue_names_map_to_a_node_per_tree(tmp_path: Path) -> None:
+    config = load_run_config(write(tmp_path, "queueNames:\n  default-queue: {gpus: team-a}\n"))
+    assert config.queue_names == {"default-queue": {"gpus": "team-a"}}
+    assert RunConfig().queue_names == {}
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("queueNames:\n  q: {}\n", "queueNames['q'] maps to no quota node"),
+    ("queueNames:\n  q: {'bad key!': a}\n", "queueNames['q']['bad key!']"),
+    ("queueNames:\n  q: [a]\n", "queueNames.q"),
+])
+def test_a_bad_queue_mapping_is_a_sentence(tmp_path: Path, text: str, says: str) -> None:
+    assert says in problem(tmp_path, text)

@@ -10,6 +10,7 @@ import pytest
 
 from mcad.core.cycle import CycleResult, Snapshot, dispatch_cycle
 from mcad.core.quota import QuotaForest
+from mcad.core.snapshot import SUSPENDED, PendingReason
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_forest, make_tree
 from tests.builders.snapshots import SnapshotBuilder, at, demand_of, make_entry, make_snapshot
@@ -346,7 +347,8 @@ CASES = [
         id="evicting borrowers that would not make room for the pods is pointless",
         snapshot=lambda: make_snapshot(now=at(100)).clusters(
             make_cluster("spoke-1").nodes(2, gpu=8).used(0, gpu=8).used(1, gpu=8),
-            make_cluster("spoke-2").nodes(1, gpu=4)).quota(gold_silver(gold=12, silver=4))
+            make_cluster("spoke-2").nodes(1, gpu=8).used(0, gpu=8))
+        .quota(gold_silver(gold=12, silver=4))
         .policy(preemption=True).add(
             make_entry("borrower").job(gpu=8).priority(1).labels(quota_context="silver")
             .admitted("spoke-1"),
@@ -358,6 +360,37 @@ CASES = [
         want_messages={"default/owner": "quota tree quota_context node root: needs 8 "
                                         "nvidia.com/gpu, 0 free; evicting them would not make "
                                         "room for its pods"},
+    ),
+    CycleCase(
+        id="short of quota and fitting no cluster even empty, it leads with the lasting cause",
+        snapshot=lambda: make_snapshot(now=at(100)).clusters(
+            make_cluster("spoke-1").nodes(2, gpu=8), make_cluster("spoke-2").nodes(2, gpu=8))
+        .quota(gold_silver(root=64, gold=48, silver=16, hard=True)).policy(preemption=True)
+        .add(
+            make_entry("running").job(pods=2, gpu=8).labels(quota_context="gold")
+            .admitted("spoke-1"),
+            make_entry("huge").job(pods=5, gpu=8).labels(quota_context="gold"),
+            make_entry("huge-2").job(pods=5, gpu=8).labels(quota_context="gold")
+            .created(at(1))).obj(),
+        want_pending={"default/huge": "InsufficientCapacity",
+                      "default/huge-2": "InsufficientCapacity"},
+        want_messages={"default/huge": "it needs 40 nvidia.com/gpu in all, and the largest "
+                                       "cluster it may use, spoke-1, has 16; it does not fit "
+                                       "even with nothing else running"},
+    ),
+    CycleCase(
+        id="a gang that never fits a node's shape says so per node",
+        snapshot=lambda: make_snapshot(now=at(100)).clusters(
+            make_cluster("spoke-1").nodes(4, gpu=8))
+        .quota(gold_silver(root=64, gold=24, silver=16, hard=True)).add(
+            make_entry("running").job(pods=2, gpu=8).labels(quota_context="gold")
+            .admitted("spoke-1"),
+            make_entry("wide").job(pods=1, gpu=16).labels(quota_context="gold")).obj(),
+        want_pending={"default/wide": "InsufficientCapacity"},
+        want_messages={"default/wide": "spoke-1: no node has 16 free nvidia.com/gpu for a pod "
+                                       "of GenericItems[0] Job/wide-job-0 (largest free: 8 on "
+                                       "node spoke-1-node-1); it does not fit even with "
+                                       "nothing else running"},
     ),
     CycleCase(
         id="one preemptor per quota node per cycle: the next decides on fresh facts",
@@ -390,6 +423,29 @@ CASES = [
                       "default/owner-2": "WaitingForPreemption"},
         want_evictions={"default/borrower-a": "default/owner",
                         "default/borrower-b": "default/owner-2"},
+    ),
+    CycleCase(
+        id="a held AppWrapper waits with its sentence whatever room there is",
+        snapshot=lambda: one_spoke().add(
+            make_entry("suspended").job(gpu=8).held(PendingReason.SUSPENDED, "suspended"),
+            make_entry("lost").job(gpu=8).held(PendingReason.QUEUE_NOT_FOUND, "no queue q"),
+            make_entry("unclassed").job(gpu=8).held(PendingReason.PRIORITY_CLASS_NOT_FOUND,
+                                                    "no class c"),
+            make_entry("free").job(gpu=8).created(at(10))).obj(),
+        want_dispatched={"default/free": "spoke-1"},
+        want_pending={"default/suspended": "Suspended", "default/lost": "QueueNotFound",
+                      "default/unclassed": "PriorityClassNotFound"},
+        want_messages={"default/suspended": "suspended", "default/lost": "no queue q",
+                       "default/unclassed": "no class c"},
+    ),
+    CycleCase(
+        id="a running AppWrapper suspended is taken back, once",
+        snapshot=lambda: one_spoke().add(
+            make_entry("running").job(gpu=8).admitted("spoke-1")
+            .held(PendingReason.SUSPENDED, "spec.suspend is true"),
+            make_entry("draining").job(gpu=8).admitted("spoke-1").draining()
+            .held(PendingReason.SUSPENDED, "spec.suspend is true")).obj(),
+        want_evictions={"default/running": ""},
     ),
 ]
 
@@ -457,6 +513,13 @@ def test_dispatch_cycle(case: CycleCase) -> None:
     result = dispatch_cycle(snapshot)
     _check(result, case, snapshot)
     assert dispatch_cycle(snapshot) == result, "same snapshot, same decisions"
+
+
+def test_a_suspended_run_is_evicted_for_nobody_with_its_own_reason() -> None:
+    snapshot = one_spoke().add(make_entry("running").job(gpu=8).admitted("spoke-1").held(
+        PendingReason.SUSPENDED, "spec.suspend is true")).obj()
+    (eviction,) = dispatch_cycle(snapshot).evictions
+    assert (eviction.reason, eviction.message) == (SUSPENDED, "spec.suspend is true")
 
 
 def test_placement_lists_pods_per_node() -> None:

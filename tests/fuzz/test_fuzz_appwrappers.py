@@ -6,6 +6,7 @@ the cap of 100: over it, refused with its one sentence; at or under it, as befor
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 from typing import Any
@@ -14,9 +15,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mcad.api.documents import parse_object
 from mcad.cli.validate import validate
 from mcad.config import RunConfig
 from mcad.validation import MAX_WRAPPED_ITEMS, check_appwrapper
+from mcad.webhook import conversion
 from mcad.webhook.review import decide, plan_review
 from tests.builders.fuzz import appwrapper, item, names_a_field
 
@@ -74,3 +77,26 @@ def test_appwrappers_near_the_cap_on_items(doc: dict[str, Any], count: int,
     answer = decide(plan_review(review, config=CONFIG), [])["response"]
     assert answer["allowed"] is (not checked.problems)
     json.dumps(answer)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(appwrapper(), st.sampled_from(["workload.codeflare.dev/v1beta1",
+                                      "workload.codeflare.dev/v1beta2"]))
+def test_the_conversion_webhook_answers_any_appwrapper(doc: dict[str, Any], to: str) -> None:
+    """Broken AppWrappers through the conversion webhook (both ways): always a
+    ConversionReview response, Success or a Failure with a sentence; and one the API
+    server could hold (it passes the v1beta1 schema: nothing else reaches the webhook)
+    comes back from v1beta2 to what was sent."""
+    sent = copy.deepcopy(doc)
+    review = {"request": {"uid": "u", "desiredAPIVersion": to, "objects": [sent]}}
+    answer = json.loads(conversion.review(json.dumps(review).encode()))["response"]
+    assert answer["uid"] == "u"
+    if answer["result"]["status"] == "Failure":
+        assert answer["result"]["message"]
+        return
+    (converted,) = answer["convertedObjects"]
+    if to == "workload.codeflare.dev/v1beta2" and parse_object(doc).model is not None:
+        back = {"request": {"uid": "v", "desiredAPIVersion": doc["apiVersion"],
+                            "objects": [converted]}}
+        again = json.loads(conversion.review(json.dumps(back).encode()))["response"]
+        assert again["convertedObjects"] == [json.loads(json.dumps(doc))]

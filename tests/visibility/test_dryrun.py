@@ -68,6 +68,20 @@ def test_the_trial_decides_the_candidate_in_its_namespace() -> None:
     assert dispatch_cycle(snapshot).dispatches == ()  # the snapshot itself is untouched
 
 
+def test_a_v1beta2_candidate_is_tried_as_it_would_be_stored() -> None:
+    """``mcad explain -f`` of an AppWrapper v1beta2: its pods counted by its podSets."""
+    snapshot = make_snapshot(now=at(0)).clusters(make_cluster("spoke-1").nodes(1, gpu=8)).obj()
+    job = make_appwrapper("try", "team-b").job(pods=2, gpu=4).obj()["spec"]["resources"][
+        "GenericItems"][0]["generictemplate"]
+    body = json.dumps({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+                       "metadata": {"name": "try"},
+                       "spec": {"components": [{"template": job}]}}).encode()
+    trial = dryrun.trial(body, "application/json", namespace="team-b", snapshot=snapshot,
+                         config=RunConfig(), now=at(0))
+    assert trial.found.outcome == "Dispatched"
+    assert trial.record.demand is not None and trial.record.demand.pods == 2
+
+
 def test_a_candidate_of_another_namespace_is_refused() -> None:
     snapshot = make_snapshot(now=at(0)).obj()
     wire = make_appwrapper("try").job(gpu=4).obj()

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from cryptography import x509
 
+from mcad.api.conversion import to_v1beta1
 from mcad.cli.validate import validate
 from mcad.config import RunConfig
 from mcad.validation import MAX_WRAPPED_ITEMS, check_appwrapper
@@ -346,3 +347,54 @@ async def test_a_review_the_hub_cannot_answer_refuses_the_appwrapper(
     assert answer["status"]["message"] == (
         "mcad could not check whether the requester may create GenericItems[1] "
         "ConfigMap/settings (etcd is away); try again")
+
+
+# -- v1beta2 ---------------------------------------------------------------------------
+
+def v1beta2(*templates: dict[str, Any], pod_sets: list[dict[str, Any]] | None = None,
+            managed_by: str | None = None) -> dict[str, Any]:
+    components: list[dict[str, Any]] = [{"template": t} for t in templates]
+    if pod_sets is not None:
+        components[0]["podSets"] = pod_sets
+    spec: dict[str, Any] = {"components": components}
+    if managed_by is not None:
+        spec["managedBy"] = managed_by
+    return {"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+            "metadata": {"name": "aw", "namespace": "team-a"}, "spec": spec}
+
+
+def test_a_v1beta2_appwrapper_is_checked_in_its_own_words() -> None:
+    plan = plan_review(admission(v1beta2(JOB, CONFIG_MAP)), config=RunConfig())
+    assert plan.problems == []
+    assert [c.describe for c in plan.checks] == ["components[0] Job/train",
+                                                 "components[1] ConfigMap/settings"]
+    refused = plan_review(admission(v1beta2(ROLE_BINDING, JOB)), config=RunConfig())
+    assert refused.problems == ["components[0] is a RoleBinding (rbac.authorization.k8s.io/v1), "
+                                "which the mcad configuration does not allow to wrap: RBAC "
+                                "objects must be named in allowedKinds, since one made with "
+                                "mcad's rights could grant anything"]
+
+
+POD_SETS = [{"path": "template.spec.template", "replicas": 1}]
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    (v1beta2(JOB, pod_sets=POD_SETS), v1beta2(JOB), "spec.components[0].podSets: cannot change"),
+    (v1beta2(JOB), v1beta2(JOB, managed_by="kueue.x-k8s.io/multikueue"),
+     "spec.managedBy: cannot change"),
+])
+@pytest.mark.parametrize("through", ["v1beta2", "v1beta1"])
+def test_podsets_and_managed_by_cannot_change(old: dict[str, Any], new: dict[str, Any],
+                                              says: str, through: str) -> None:
+    """As in project-codeflare/appwrapper, through either version: written through
+    v1beta1, the change is one of the kept annotation."""
+    if through == "v1beta1":
+        old, new = to_v1beta1(old), to_v1beta1(new)
+        assert old["spec"] == new["spec"]  # the spec alone says nothing changed
+    plan = plan_review(admission(new, operation="UPDATE", old=old), config=RunConfig())
+    (problem,) = plan.problems
+    assert problem.startswith(says)
+    assert decide(plan, [])["response"]["status"]["code"] == 422
+    same = plan_review(admission(old, operation="UPDATE", old=copy.deepcopy(old)),
+                       config=RunConfig())
+    assert same.problems == []

@@ -1,0 +1,164 @@
+"""The conversion webhook survives a leader change: with two replicas behind one address
+(a TCP proxy standing in for the Service, as kube-proxy would: each connection to the
+first replica that takes it), v1beta2 is read through the leader; with the leader killed
+(``kill -9``), it is read through the standby at once, before the standby leads, and
+still once it does. Every replica serves the conversion webhook with the certificate the
+leader issued; only the leader writes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from e2e.cluster.topology import free_ports
+from e2e.clusters import Cluster
+from e2e.controller import ControllerProcess, create_aw, job_appwrapper
+from e2e.v1beta2.conftest import (
+    GROUP,
+    converting,
+    read,
+    restore,
+    webhook_args,
+)
+from e2e.waiting import wait_until
+
+
+class Proxy:
+    """A loopback TCP proxy in a thread of its own: each connection goes to the first of
+    ``ports`` that accepts it; bytes are copied both ways (TLS passes through)."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self.port = free_ports(1)[0]
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(
+            asyncio.start_server(self._client, "127.0.0.1", self.port))
+        self.ready.set()
+        try:
+            self.loop.run_forever()
+        finally:
+            server.close()
+
+    async def _client(self, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        for port in self.ports:
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                continue
+            await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+            return
+        writer.close()
+
+    def __enter__(self) -> Proxy:
+        self.thread.start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+async def _copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    with contextlib.suppress(OSError):
+        sink.close()
+
+
+@contextlib.contextmanager
+def two_replicas(mcad: ControllerProcess, kubectl_bin: Path, hub: Cluster,
+                 log_dir: Path) -> Iterator[tuple[ControllerProcess, ControllerProcess, int]]:
+    """Replicas a (started first: it leads) and b behind one proxy port."""
+    port_a, port_b = free_ports(2)
+    with Proxy([port_a, port_b]) as proxy:
+        a = ControllerProcess(mcad.hub_kubeconfig, log_dir, name="replica-a",
+                              extra_args=webhook_args(port_a, proxy.port))
+        b = ControllerProcess(mcad.hub_kubeconfig, log_dir, name="replica-b",
+                              extra_args=webhook_args(port_b, proxy.port))
+        mcad.stop()
+        try:
+            a.start()
+            deadline = time.monotonic() + 60
+            while not converting(kubectl_bin, hub):
+                assert time.monotonic() < deadline, "the leader registered no conversion"
+                time.sleep(0.2)
+            b.start(wait_ready=False)
+            yield a, b, proxy.port
+        finally:
+            a.stop()
+            b.stop()
+            restore(kubectl_bin, hub)
+            mcad.start()
+
+
+def readyz(proc: ControllerProcess) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{proc.port}/readyz", timeout=5) as r:
+            return str(r.read().decode())
+    except urllib.error.HTTPError as err:  # not ready: 503 with the reason
+        return str(err.read().decode())
+
+
+async def test_v1beta2_is_read_through_the_standby_when_the_leader_dies(
+        mcad: ControllerProcess, clusters: dict[str, Cluster], aw_namespace: str,
+        kubectl_path: Path, tmp_path: Path) -> None:
+    hub, ns = clusters["hub"], aw_namespace
+    with two_replicas(mcad, kubectl_path, hub, tmp_path) as (leader, standby, _):
+        await wait_until(lambda: asyncio.to_thread(lambda: "standby" in readyz(standby)),
+                         within=60, what="the standby to serve (its certificate loaded)")
+        await create_aw(hub, ns, job_appwrapper("before", pods=1, gpus=1, runtime=None))
+
+        async def listed() -> list[str] | None:
+            items = (await hub.custom.list_namespaced_custom_object(
+                GROUP, "v1beta2", ns, "appwrappers"))["items"]
+            return [i["metadata"]["name"] for i in items] or None
+
+        assert await wait_until(listed, within=30, what="a v1beta2 list") == ["before"]
+        leader.kill()
+        killed = time.monotonic()
+        # At once: the standby converts, though it does not lead yet.
+        shown = await read(hub, "v1beta2", ns, "before")
+        assert shown["apiVersion"] == f"{GROUP}/v1beta2"
+        assert "standby" in readyz(standby)  # nobody leads yet: only the standby converted
+        assert time.monotonic() - killed < 10
+        # A v1beta2 AppWrapper written meanwhile is stored and dispatched once b leads.
+        body = {"apiVersion": f"{GROUP}/v1beta2", "kind": "AppWrapper",
+                "metadata": {"name": "after"},
+                "spec": {"components": [{"template": job_appwrapper(
+                    "after", pods=1, gpus=1, runtime=None)["spec"]["resources"][
+                        "GenericItems"][0]["generictemplate"]}]}}
+        await wait_until(lambda: _create(hub, ns, body), within=30,
+                         what="the v1beta2 AppWrapper admitted through the standby")
+
+        async def runs() -> bool:
+            return ((await read(hub, "v1beta2", ns, "after")).get("status") or {}).get(
+                "phase") in ("Resuming", "Running")
+
+        await wait_until(runs, within=60, what="the new leader to dispatch it")
+
+
+async def _create(hub: Cluster, namespace: str, body: dict[str, object]) -> bool:
+    try:
+        await hub.custom.create_namespaced_custom_object(GROUP, "v1beta2", namespace,
+                                                         "appwrappers", body)
+    except ApiException as err:
+        return bool(err.status == 409)  # (admitted by a try whose answer was lost)
+    return True
+
