@@ -9,8 +9,9 @@ them when mcad deletes the RayCluster. A RayJob is submitted by the operator its
 answers (KWOK runs no Ray); the operator writes the RayJob's end
 (``jobDeploymentStatus``, ``jobStatus``), and mcad completes the AppWrapper by it.
 
-The manifests are v1beta1 AppWrappers; a v1beta2 variant of each (the same RayCluster
-or RayJob as ``spec.components[0].template``) belongs beside them.
+The manifests are v1beta1 AppWrappers, and the RayCluster once more as a v1beta2 one (the
+same object as ``spec.components[0].template``, with mcad's conversion webhook
+registered by URL for it).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from e2e.clusters import Cluster
 from e2e.controller import mcad_output
 from e2e.dispatch.conftest import AW, ControllerProcess, condition, create_aw, get_aw, wait_state
 from e2e.kuberay import KubeRay
+from e2e.v1beta2.conftest import webhooks_by_url
 from e2e.waiting import wait_until
 
 RAY = ("ray.io", "v1")
+V1BETA2 = ("workload.codeflare.dev", "v1beta2", "appwrappers")
 IMAGE = "rayproject/ray:2.46.0"
 
 
@@ -209,3 +212,53 @@ async def test_a_wrapped_rayjob_completes_by_its_own_status(
         return not await pods_of(spoke, ns, status["rayClusterName"])
 
     await wait_until(shut_down, within=30, what="the RayJob's RayCluster pods removed")
+
+
+def v1beta2_appwrapper(name: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """The same object as an AppWrapper v1beta2 would wrap it: one component, its pod
+    sets inferred by mcad as the AppWrapper project does (a RayCluster's head and each
+    worker group)."""
+    return {"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+            "metadata": {"name": name}, "spec": {"components": [{"template": obj}]}}
+
+
+async def test_a_v1beta2_raycluster_runs_on_the_spoke_that_serves_it_and_goes_with_it(
+        kuberay: KubeRay, mcad: ControllerProcess, clusters: dict[str, Cluster],
+        aw_namespace: str, kubectl_path: Path, tmp_path: Path) -> None:
+    """Written as today's AppWrappers are (v1beta2, converted by mcad's webhook): the
+    same RayCluster goes to spoke-1 only, its head and workers run, its v1beta2 phase
+    is Running, and deleting the AppWrapper removes the RayCluster and its pods."""
+    hub, spoke, ns = clusters["hub"], clusters["spoke-1"], aw_namespace
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "ray2"},
+               "spec": ray_cluster_spec(workers=2, gpus=4)}
+    with webhooks_by_url(mcad, kubectl_path, hub, tmp_path):
+        await hub.custom.create_namespaced_custom_object(
+            *V1BETA2[:2], ns, V1BETA2[2], v1beta2_appwrapper("ray2", cluster))
+        assert await dispatched_to(hub, ns, "ray2") == "spoke-1"
+
+        async def running() -> str | None:
+            pods = await pods_of(spoke, ns, "ray2")
+            obj = await hub.custom.get_namespaced_custom_object(*V1BETA2[:2], ns, V1BETA2[2],
+                                                                "ray2")
+            phase = str((obj.get("status") or {}).get("phase", ""))
+            return phase if len(pods) == 3 and all(p.status.phase == "Running"
+                                                   for p in pods) and phase == "Running" \
+                else None
+
+        try:
+            await wait_until(running, within=90, what="ray2's 3 pods running, phase Running")
+        except AssertionError as err:
+            raise AssertionError(f"{err}\nkuberay-operator:\n{kuberay.log_tail()}") from None
+        await hub.custom.delete_namespaced_custom_object(*V1BETA2[:2], ns, V1BETA2[2], "ray2")
+
+        async def gone() -> bool:
+            try:
+                await spoke.custom.get_namespaced_custom_object(*RAY, ns, "rayclusters",
+                                                                "ray2")
+                return False
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+            return not await pods_of(spoke, ns, "ray2")
+
+        await wait_until(gone, within=90, what="ray2 and its pods removed from spoke-1")
