@@ -78,12 +78,19 @@ WEBHOOK_SERVICE = ("mcad-system", "mcad-webhook")
 
 
 def webhook_conversion(path: str) -> dict[str, Any]:
-    """``spec.conversion`` calling mcad's webhook through the manifests' Service."""
+    """``spec.conversion`` calling mcad's webhook through the manifests' Service.
+
+    ``url: null`` is there on purpose: an mcad run outside the cluster (URL mode) points
+    the live CRD at its URL, and ``kubectl apply`` merges the Service in beside it, which
+    the API server refuses ("exactly one of url or service is required"). An explicit
+    null makes apply remove the URL; on create it is simply absent.
+    """
     namespace, name = WEBHOOK_SERVICE
     return {"strategy": "Webhook", "webhook": {
         "conversionReviewVersions": ["v1"],
         "clientConfig": {"service": {"namespace": namespace, "name": name, "path": path,
-                                     "port": 443}}}}
+                                     "port": 443},
+                         "url": None}}}
 
 
 @dataclass(frozen=True)
