@@ -42,14 +42,19 @@ def apply(kubectl_bin: Path, hub: Cluster, path: str) -> str:
 @pytest.fixture(scope="module")
 def installed(hub_crds: Cluster, kubectl_path: Path, mcad: ControllerProcess
               ) -> Iterator[Cluster]:
-    out = apply(kubectl_path, hub_crds, "manifests")
-    assert "deployment.apps/mcad" in out and "clusterrole.rbac.authorization.k8s.io/mcad" in out
-    assert "validatingwebhookconfiguration.admissionregistration.k8s.io/mcad" in out
-    yield hub_crds
-    # The manifests' APIService points at a Service nothing serves here (no kube-proxy,
-    # no pods): the session's controller registers its own again when it starts.
-    mcad.stop()
-    mcad.start()
+    try:
+        out = apply(kubectl_path, hub_crds, "manifests")
+        assert "deployment.apps/mcad" in out
+        assert "clusterrole.rbac.authorization.k8s.io/mcad" in out
+        assert "validatingwebhookconfiguration.admissionregistration.k8s.io/mcad" in out
+        yield hub_crds
+    finally:
+        # The manifests' APIService points at a Service nothing serves here (no
+        # kube-proxy, no pods): the session's controller registers its own again when it
+        # starts. Also when the apply failed half-way, or every later test that asks the
+        # visibility API would fail for this one's reason.
+        mcad.stop()
+        mcad.start()
 
 
 def can_i(kubectl_bin: Path, hub: Cluster, verb: str, resource: str,
