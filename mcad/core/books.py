@@ -177,6 +177,13 @@ class CycleBooks:
                 if isinstance(e.phase, Admitted) and e.phase.cluster == cluster.name]
 
     # -- writing (the cycle only) ---------------------------------------------------------
+    def retime(self, entries: Iterable[AppWrapperEntry]) -> None:
+        """Running work seen again with only when it was dispatched or is expected to end
+        changed (``mcad.core.carried``): the eviction candidates read it anew."""
+        by_key = {e.key: e for e in entries}
+        self.running[:] = [RunningWork(by_key[w.entry.key], w.assignment, w.cluster)
+                           if w.entry.key in by_key else w for w in self.running]
+
     def renew_room(self, clusters: Iterable[ClusterCapacity]) -> None:
         """Ready the books to decide the queue again on new room (``mcad.core.carried``):
         ``clusters`` (the same clusters, only their room changed) are taken anew, and

@@ -17,10 +17,12 @@ When the last cycle is carried, stated once:
    readiness, kinds, topology and closed namespaces, and the same nodes (name,
    allocatable, labels, taints, readiness, cordon, health: compared by identity first,
    since the controller keeps a node's capacity while nothing on it changes); the same
-   running AppWrappers. Room may have changed: the nodes' requests (pods bound, ended),
-   the reservations (pods of dispatched AppWrappers not bound yet) and the pods each
-   AppWrapper holds, as when running work's pods bind and end while a backlog drains.
-   Then the books follow the room (rule 5).
+   running AppWrappers, but for when one was dispatched and is expected to end (a
+   dispatch the controller assumed, seen persisted; on no backfill promise: read by
+   preemption and growth alone, so by readers, as room is). Room may have changed:
+   the nodes' requests (pods bound, ended), the reservations (pods of dispatched
+   AppWrappers not bound yet) and the pods each AppWrapper holds, as when running
+   work's pods bind and end while a backlog drains. Then the books follow (rule 5).
 3. Time did not reach anything: no requeue pause ended, the head of the line did not
    start to starve (its reservation would move things), no backfill promise came due
    (its backfill would be evicted), no priority grows with time; and no head that a
@@ -165,8 +167,9 @@ class _Memo:
     turns_taken: int = 0
     plain: bool = True
     carriable: bool = False
-    renewed: int = 0
-    """How many clusters' room the last carried cycle took in (``_follow_room``)."""
+    redecided: int | None = None
+    """How many decisions the last carried cycle decided again as room or running work's
+    times changed (``_follow_room``; None: none changed)."""
     emitted: CycleResult | None = None
     """The last carried result, while no outcome and no place changed since."""
     wake_at: datetime | None = None
@@ -267,7 +270,9 @@ class CarriedCycle:
         self.why_full = "the first cycle"
         """Why the last ``decide`` ran in full."""
         self.followed_room = False
-        """Whether the last carried ``decide`` took in room that changed on a cluster."""
+        """Whether the last carried ``decide`` took in room that changed on a cluster (or
+        running work's times), deciding again those that read room (``redecided``)."""
+        self.redecided = 0
 
     def decide(self, snapshot: Snapshot) -> CycleResult:
         memo = self._memo
@@ -276,7 +281,8 @@ class CarriedCycle:
             result = _carry(memo, snapshot)
             if isinstance(result, CycleResult):
                 self.carried = True
-                self.followed_room = memo.renewed > 0
+                self.followed_room = memo.redecided is not None
+                self.redecided = memo.redecided or 0
                 return result
             self.why_full = result
         elif memo is not None:
@@ -363,6 +369,19 @@ def _room_changes(old: tuple[ClusterCapacity, ...], new: tuple[ClusterCapacity, 
     return changed
 
 
+_WHEN = ("dispatched", "expected_end")
+_ENTRY_FACTS = tuple(f.name for f in fields(AppWrapperEntry) if f.compare and f.name not in _WHEN)
+
+
+def _retimed(was: AppWrapperEntry, entry: AppWrapperEntry) -> bool:
+    """The same running AppWrapper but for when it was dispatched and is expected to end
+    (its dispatch persisted after the cycle that ordered it assumed it), on no backfill
+    promise: only preemption (whom first) and growth (who first) read those."""
+    return isinstance(was.phase, Admitted) and isinstance(entry.phase, Admitted) and \
+        was.backfill_promise is None and entry.backfill_promise is None and \
+        all(getattr(was, name) == getattr(entry, name) for name in _ENTRY_FACTS)
+
+
 def _same_entries(old: tuple[AppWrapperEntry, ...], new: tuple[AppWrapperEntry, ...]) -> bool:
     """The very same entry objects in the same order (what the controller gives when no
     AppWrapper changed): one pass in C, not two set differences of 10,000 ids."""
@@ -383,13 +402,12 @@ def _carry(memo: _Memo, snapshot: Snapshot) -> CycleResult | str:
     if memo.wake_at is not None and snapshot.now >= memo.wake_at:
         return "a requeue pause ended, the head of the line starves or a promise is due"
     renewed = _room_changes(last.clusters, snapshot.clusters)
-    memo.renewed = 0 if renewed is None else len(renewed)
+    memo.redecided = None
     if renewed is None:
         return "a cluster changed"  # (a node, a label, readiness, kinds or namespaces)
-    if renewed and books.draining_for:
-        return "room changed while a preemptor holds room for its victims to go"
     old = memo.queued
     changed: list[AppWrapperEntry] = []
+    retimed: list[AppWrapperEntry] = []
     stale: dict[AppWrapperKey, AppWrapperEntry] = {}
     if _same_entries(last.appwrappers, snapshot.appwrappers):
         entries = memo.entries  # (the usual cycle while a backlog drains)
@@ -406,6 +424,9 @@ def _carry(memo: _Memo, snapshot: Snapshot) -> CycleResult | str:
         if was is not None and was == entry:
             continue  # the same AppWrapper, built again
         if isinstance(entry.phase, Admitted) or (was is not None and was.key not in old):
+            if was is not None and _retimed(was, entry):
+                retimed.append(entry)
+                continue
             return "the running work changed"
         if entry.key in memo.promised_to:  # its promise may be due: phase 1 decides
             return "a head that running work made a backfill promise to changed"
@@ -415,7 +436,9 @@ def _carry(memo: _Memo, snapshot: Snapshot) -> CycleResult | str:
     gone = list(stale)
     memo.entries = entries
     books.now = books.line.now = snapshot.now
-    if renewed:
+    if retimed:
+        books.retime(retimed)
+    if renewed or retimed:
         why = _follow_room(memo, renewed)
         if why is not None:
             memo.carriable = False
@@ -465,11 +488,14 @@ def _follow_room(memo: _Memo, renewed: list[ClusterCapacity]) -> str | None:
     None when every other decision stands, else why the cycle runs in full."""
     books = memo.books
     assert books is not None
+    if books.draining_for:
+        return "room changed while a preemptor holds room for its victims to go"
     line = books.line
     events = (line.first, line.head, dict(books.quota_turns), books.capacity_turn)
     books.renew_room(renewed)
     quota_misfits, capacity_misfits = books.quota_misfits, books.capacity_misfits
     outcomes, creators, active = memo.outcomes, memo.creators, memo.active
+    memo.redecided = len(memo.readers)
     for key in sorted(memo.readers, key=memo.place.__getitem__):
         entry = memo.queued[key]
         found = books.assignment(entry.quota_labels) if entry.demand is not None else None

@@ -1,18 +1,20 @@
 """What happens on the clusters between two cycles, as the controller would see it next.
 
-Steps of a random history for the carried cycle's property test
+Steps of a random history for the carried cycle's property tests
 (``tests/core/test_carried.py``), each drawn by hypothesis and each returning the next
 snapshot: pods of admitted AppWrappers bind (a reserved pod moves to a node that
 accepts it and has room, as a scheduler would put it: not where the cycle's first fit
 guessed), their bound pods end (the room on their node frees up, the AppWrapper still
-admitted), other pods on a node end, an admitted AppWrapper completes (it leaves, with
-its pods and its quota), and nodes change (cordoned, relabelled, added, removed,
-resized).
+admitted), other pods on a node end, a dispatch the controller assumed is persisted
+(the running AppWrapper seen again with its dispatch time and expected end), an
+admitted AppWrapper completes (it leaves, with its pods and its quota), and nodes
+change (cordoned, relabelled, added, removed, resized).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 from hypothesis import strategies as st
 
@@ -130,6 +132,20 @@ def completed(snapshot: Snapshot, key: AppWrapperKey) -> Snapshot:
     return dataclasses.replace(
         snapshot, clusters=tuple(clusters),
         appwrappers=tuple(e for e in snapshot.appwrappers if e.key != key))
+
+
+def persist(snapshot: Snapshot, data: st.DataObject) -> Snapshot:
+    """A dispatch the controller assumed is persisted: the running AppWrapper is seen
+    again with when it was dispatched and when it is expected to end."""
+    admitted = [i for i, e in enumerate(snapshot.appwrappers) if isinstance(e.phase, Admitted)]
+    if not admitted:
+        return snapshot
+    i = data.draw(st.sampled_from(admitted))
+    entries = list(snapshot.appwrappers)
+    entries[i] = dataclasses.replace(
+        entries[i], dispatched=snapshot.now - timedelta(seconds=data.draw(st.integers(0, 900))),
+        expected_end=snapshot.now + timedelta(seconds=data.draw(st.integers(0, 900))))
+    return dataclasses.replace(snapshot, appwrappers=tuple(entries))
 
 
 def renode(snapshot: Snapshot, data: st.DataObject) -> Snapshot:

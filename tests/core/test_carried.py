@@ -33,7 +33,7 @@ from mcad.core.topology import TopologyRequest
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, demand_of, make_entry, make_snapshot
-from tests.core.histories import bind, complete, completed, finish, free, renode
+from tests.core.histories import bind, complete, completed, finish, free, persist, renode
 from tests.core.test_cycle_properties import CLOSED, NAMESPACES, TREE, snapshots
 from tests.core.test_topology_properties import LEVELS, racked_clusters
 
@@ -129,6 +129,8 @@ def run_cycles(snapshot: Snapshot, data: st.DataObject) -> None:
             snapshot = bind(snapshot, data)
         if data.draw(st.integers(0, 2)) == 0:
             snapshot = finish(snapshot, data)
+        if data.draw(st.integers(0, 3)) == 0:
+            snapshot = persist(snapshot, data)
         if data.draw(st.integers(0, 7)) == 0:
             snapshot = complete(snapshot, data)
         if data.draw(st.integers(0, 7)) == 0:
@@ -301,6 +303,8 @@ def test_the_carried_cycle_follows_pods_that_bind_and_end_as_a_full_cycle_would(
             snapshot = finish(snapshot, data)
         if data.draw(st.integers(0, 2)) == 0:
             snapshot = free(snapshot, data)
+        if data.draw(st.integers(0, 2)) == 0:
+            snapshot = persist(snapshot, data)
         if data.draw(st.integers(0, 9)) == 0:
             snapshot = complete(snapshot, data)
         snapshot = dataclasses.replace(
