@@ -333,9 +333,11 @@ def _wake_at(memo: _Memo, promised: list[datetime]) -> datetime | None:
 
 
 _ROOM = ("nodes", "reservations", "held_by")
-_CLUSTER_FACTS = tuple(f.name for f in fields(ClusterCapacity) if f.name not in _ROOM)
+_CLUSTER_FACTS = tuple(f.name for f in fields(ClusterCapacity)
+                       if f.compare and f.name not in _ROOM)
 """What a cluster is, room aside (a field added to ``ClusterCapacity`` is compared)."""
-_NODE_FACTS = tuple(f.name for f in fields(NodeCapacity) if f.name != "requested")
+_NODE_FACTS = tuple(f.name for f in fields(NodeCapacity)
+                    if f.compare and f.name != "requested")
 """What a node is, its pods' requests aside (likewise)."""
 
 

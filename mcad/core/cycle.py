@@ -91,6 +91,7 @@ __all__ = ["PREEMPTED", "QUEUED", "Admitted", "AppWrapperEntry", "CyclePolicy",
            "Queued", "Resize", "Snapshot", "dispatch_cycle"]
 
 NEVER_FITS_ROOM = "it does not fit even with nothing else running"
+_pending = tuple.__new__
 _ROOM_REASONS = (PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY)
 
 
@@ -128,8 +129,7 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
 
     # 2. Queue order: within quota first, then fair shares (live, as quota is charged).
     order = FairOrder(queued, now=snapshot.now, forest=books.quota,
-                      assignment_of=lambda e: books.assignment(e.quota_labels),
-                      demand_of=lambda e: e.demand.total if e.demand else None,
+                      assignment_of=books.assignment_of, demand_of=_total,
                       fair=snapshot.policy.fair_sharing)
     books.order = order
 
@@ -153,6 +153,11 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
 
     # 5. The decisions.
     return books, books.result()
+
+
+def _total(entry: AppWrapperEntry) -> ResourceList | None:
+    demand = entry.demand
+    return None if demand is None else demand.total
 
 
 def decide_and_tell(books: CycleBooks, entry: AppWrapperEntry,
@@ -232,7 +237,8 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
     cached = books.quota_misfits.get(quota_key)
     if cached is not None:
         if books.line.seen and entry.elastic_min is None:  # nothing else can come of it
-            books.pending.append(Pending(entry.key, cached.reason, cached.message))
+            # (the tuple made directly: a NamedTuple's own constructor is a Python call)
+            books.pending.append(_pending(Pending, (entry.key, cached.reason, cached.message)))
         else:
             _blocked(books, entry, demand, assignment, candidates, blocked=cached, by_quota=True)
         books.blind = blind
