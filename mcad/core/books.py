@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from mcad.core.backfill import BackfillPolicy
-from mcad.core.capacity import AppWrapperKey, ClusterName
+from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
 from mcad.core.demand import Demand, PodSet
 from mcad.core.domainfit import pinned_pool
 from mcad.core.fairness import FairOrder
@@ -130,11 +130,29 @@ class CycleBooks:
                                     tuple[tuple[PodSet, ...] | None, Blocked]] = {}
         """(pod shapes, candidate clusters) -> why it did not fit, and the pod sets its
         sentence names (None: it names none; ``placement.retell``)."""
+        self.blind = False
+        """Whether the last decision read no room: it ended at a step that reads only the
+        AppWrapper, the quota and the clusters' fixed facts (labels, kinds, readiness,
+        nodes' allocatable, labels and taints), before placement, preemption or an
+        elastic start; set by ``cycle.decide_and_tell``. When only room changes
+        (``mcad.core.carried``), such a decision stands; the others are decided again."""
 
     # -- reading ------------------------------------------------------------------------
     def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:
         """The quota assignment for ``labels``, one object per label set in a cycle (its
         ``id`` is then its identity in the misfit cache)."""
+        one_tree = self.one_tree
+        key: object = (labels.get(one_tree) if one_tree is not None
+                       else tuple(map(labels.get, self.trees)))
+        found = self._assignments.get(key)
+        if found is None:
+            found = self._assignments[key] = self.quota.resolve(labels)
+        return found
+
+    def assignment_of(self, entry: AppWrapperEntry) -> QuotaAssignment | QuotaProblem:
+        """``assignment`` of ``entry``'s labels (one call per queued AppWrapper: the
+        queue's order asks it of each)."""
+        labels = entry.quota_labels
         one_tree = self.one_tree
         key: object = (labels.get(one_tree) if one_tree is not None
                        else tuple(map(labels.get, self.trees)))
@@ -175,6 +193,33 @@ class CycleBooks:
                 if isinstance(e.phase, Admitted) and e.phase.cluster == cluster.name]
 
     # -- writing (the cycle only) ---------------------------------------------------------
+    def retime(self, entries: Iterable[AppWrapperEntry]) -> None:
+        """Running work seen again with only when it was dispatched or is expected to end
+        changed (``mcad.core.carried``): the eviction candidates read it anew."""
+        by_key = {e.key: e for e in entries}
+        self.running[:] = [RunningWork(by_key[w.entry.key], w.assignment, w.cluster)
+                           if w.entry.key in by_key else w for w in self.running]
+
+    def renew_room(self, clusters: Iterable[ClusterCapacity]) -> None:
+        """Ready the books to decide the queue again on new room (``mcad.core.carried``):
+        ``clusters`` (the same clusters, only their room changed) are taken anew, and
+        what the last decisions left on the books is undone: the nodes held for the head
+        of the line, the head itself, the preemption turns, the capacity misfits (which
+        rest on room), the pending list. The quota misfits stay: they rest on quota
+        alone. Only books whose last decisions all waited may be renewed (no dispatch,
+        eviction or resize; no preemptor holding room while its victims go)."""
+        assert not (self.dispatches or self.evictions or self.resizes or self.draining_for)
+        line = self.line
+        if line.held_nodes is not None:
+            self.board.unplace(line.held_nodes)
+        line.reset()
+        for cluster in clusters:
+            self.board.renew(cluster)
+        self.quota_turns.clear()
+        self.capacity_turn = None
+        self.capacity_misfits.clear()
+        self.pending.clear()
+
     def hold_running(self, admitted: Sequence[AppWrapperEntry]) -> None:
         """Charge what admitted AppWrappers hold (summed per quota assignment)."""
         sums: dict[int, tuple[QuotaAssignment, dict[str, int]]] = {}

@@ -94,6 +94,7 @@ __all__ = ["PREEMPTED", "QUEUED", "Admitted", "AppWrapperEntry", "CyclePolicy",
            "CycleResult", "Dispatch", "Eviction", "Hold", "Pending", "PendingReason", "Phase",
            "Queued", "Resize", "Snapshot", "dispatch_cycle"]
 
+_pending = tuple.__new__
 _ROOM_REASONS = (PendingReason.QUOTA_EXCEEDED, PendingReason.INSUFFICIENT_CAPACITY)
 
 
@@ -135,8 +136,7 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
 
     # 2. Queue order: within quota first, then fair shares (live, as quota is charged).
     order = FairOrder(queued, now=snapshot.now, forest=books.quota,
-                      assignment_of=lambda e: books.assignment(e.quota_labels),
-                      demand_of=lambda e: e.demand.total if e.demand else None,
+                      assignment_of=books.assignment_of, demand_of=_total,
                       fair=snapshot.policy.fair_sharing)
     books.order = order
 
@@ -162,15 +162,22 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
     return books, books.result()
 
 
+def _total(entry: AppWrapperEntry) -> ResourceList | None:
+    demand = entry.demand
+    return None if demand is None else demand.total
+
+
 def decide_and_tell(books: CycleBooks, entry: AppWrapperEntry,
                     known: QuotaAssignment | None) -> bool:
     """Decide ``entry``; True when that did more than give it a reason to wait: it was
     dispatched (whole or small), preempted or took a preemption turn, became the head
     of the line, or holds room while its victims go. Only a decision that is not
-    "active" leaves the books as it found them, but for the misfit caches."""
+    "active" leaves the books as it found them, but for the misfit caches. Afterwards
+    ``books.blind`` says whether the decision read no room (``CycleBooks.blind``)."""
     line = books.line
     before = (len(books.dispatches), len(books.evictions), len(books.resizes),
               len(books.quota_turns), books.capacity_turn, line.seen)
+    books.blind = False
     _decide(books, entry, known)
     after = (len(books.dispatches), len(books.evictions), len(books.resizes),
              len(books.quota_turns), books.capacity_turn, line.seen)
@@ -193,15 +200,18 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
     if not_before is not None and not_before > books.now:
         books.pend(entry.key, PendingReason.REQUEUE_PAUSE,
                    f"requeued; it may be dispatched again from {not_before.isoformat()}")
+        books.blind = True
         return
     demand = entry.demand
     if demand is None:
         books.pend(entry.key, PendingReason.INVALID_DEMAND,
                    entry.demand_error or "its resource demand could not be read")
+        books.blind = True
         return
     assignment: QuotaAssignment | QuotaProblem = known or books.assignment(entry.quota_labels)
     if isinstance(assignment, QuotaProblem):
         books.pend(entry.key, PendingReason(assignment.reason), assignment.message)
+        books.blind = True
         return
     selector = entry.cluster_selector
     if entry.clusters or (selector is not EVERY_CLUSTER and (
@@ -219,11 +229,15 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
         candidates = candidates_knowing(books.board, candidates, demand.topology)
     if isinstance(candidates, str):
         books.pend(entry.key, PendingReason.NO_MATCHING_CLUSTER, candidates)
+        books.blind = True
         return
-    if books.broken_for and entry.key in books.broken_for and \
-            not preemptor.fits_now(books, entry, demand, assignment, candidates):
-        books.evict_broken(entry.key)  # and, just below, it holds their room meanwhile
+    blind = entry.elastic_min is None  # (an elastic one may start small: room decides)
+    if books.broken_for and entry.key in books.broken_for:
+        blind = False
+        if not preemptor.fits_now(books, entry, demand, assignment, candidates):
+            books.evict_broken(entry.key)  # and, just below, it holds their room meanwhile
     if books.draining_for and entry.key in books.draining_for:
+        blind = False
         waiting = preemptor.while_victims_drain(books, entry, demand, assignment, candidates)
         if waiting is not None:
             books.apply(waiting, entry, demand, assignment)
@@ -238,11 +252,13 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
                      by_quota=False, tried_small=True)
             return
         if books.line.seen and entry.elastic_min is None:  # nothing else can come of it
-            books.pending.append(Pending(entry.key, cached.reason, cached.message))
+            # (the tuple made directly: a NamedTuple's own constructor is a Python call)
+            books.pending.append(_pending(Pending, (entry.key, cached.reason, cached.message)))
         else:
             _blocked(books, entry, demand, assignment, candidates, blocked=cached, by_quota=True)
+        books.blind = blind
         return
-    if not _quota(books, entry, demand, assignment, candidates, key=quota_key):
+    if not _quota(books, entry, demand, assignment, candidates, key=quota_key, blind=blind):
         return
     placed = _place(books, entry, demand, assignment, candidates)
     if placed is not None:
@@ -251,9 +267,10 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
 
 def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
            assignment: QuotaAssignment, candidates: tuple[int, ...], *,
-           key: tuple[int, ResourceList]) -> bool:
+           key: tuple[int, ResourceList], blind: bool) -> bool:
     """True when ``demand`` may be charged; else its outcome is given (cached by
-    ``key`` unless it was its own preemption attempt)."""
+    ``key`` unless it was its own preemption attempt), and ``books.blind`` says whether
+    deciding it read no room (``blind``: nothing before did)."""
     answer = check_quota(quota=books.quota, held=books.line.held_quota,
                          unused=books.unused_quota, assignment=assignment, total=demand.total)
     if answer is QuotaAnswer.FITS:
@@ -267,6 +284,7 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
     if answer is QuotaAnswer.HELD_FOR_HEAD:
         blocked = books.quota_misfits[key] = books.line.behind(True)
         _blocked(books, entry, demand, assignment, candidates, blocked=blocked, by_quota=True)
+        books.blind = blind
         return False
     assert not isinstance(answer, QuotaAnswer)
     if entry.elastic_min is not None and _start_small(books, entry, demand, assignment,
@@ -276,6 +294,7 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
     if books.policy.preemption.any and answer.reason == PendingReason.QUOTA_EXCEEDED:
         turn = books.quota_turns.get(assignment)
         if turn is None:
+            blind = False  # (the attempt may look for room)
             plan = preemptor.for_quota(books, entry, demand, assignment, candidates)
             if isinstance(plan, PreemptionPlan):
                 books.quota_turns[assignment] = Turn(entry.key, issued=True)
@@ -295,6 +314,7 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
         books.quota_misfits[key] = blocked
     _blocked(books, entry, demand, assignment, candidates, blocked=blocked, by_quota=True,
              tried_small=True)
+    books.blind = blind
     return False
 
 

@@ -69,13 +69,15 @@ def order_key(entry: Orderable, now: datetime) -> tuple[float, datetime, str]:
 
 
 class _Group(Generic[E]):
-    __slots__ = ("assignment", "entries", "leaves", "position", "ranks", "share", "stamp",
-                 "within")
+    __slots__ = ("assignment", "demands", "entries", "leaves", "position", "ranks", "share",
+                 "stamp", "within")
 
     def __init__(self, assignment: QuotaAssignment) -> None:
         self.assignment = assignment
         self.leaves = frozenset(assignment.leaves)
         self.entries: list[E] = []
+        self.demands: list[ResourceList] = []
+        """Each entry's demand (read once)."""
         self.ranks: list[int] = []
         """Each entry's place in priority order (priority, age, uid)."""
         self.position = 0
@@ -99,16 +101,32 @@ class FairOrder(Generic[E]):
         self.groups: dict[QuotaAssignment, _Group[E]] = {}
         self.assignment: QuotaAssignment | None = None
         """The quota assignment of the entry last yielded (None: not charged)."""
+        # The cycle's assignments are one object per label set: looked up by identity
+        # first (the object kept alive beside its group, so no id is reused), by value
+        # when another object of the same value comes.
+        by_id: dict[int, tuple[QuotaAssignment, _Group[E]]] = {}
+        first, rest, groups = self.first, self.rest, self.groups
         for rank, entry in enumerate(ordered):
-            assignment = assignment_of(entry) if demand_of(entry) is not None else None
-            if assignment is None or isinstance(assignment, QuotaProblem):
-                self.first.append(entry)
+            demand = demand_of(entry)
+            if demand is None:
+                first.append(entry)
                 continue
-            self.rest.append(entry)
-            group = self.groups.get(assignment)
-            if group is None:
-                group = self.groups[assignment] = _Group(assignment)
+            assignment = assignment_of(entry)
+            known = by_id.get(id(assignment))
+            if known is not None:
+                group = known[1]
+            elif isinstance(assignment, QuotaProblem):
+                first.append(entry)
+                continue
+            else:
+                found = groups.get(assignment)
+                if found is None:
+                    found = groups[assignment] = _Group(assignment)
+                by_id[id(assignment)] = (assignment, found)
+                group = found
+            rest.append(entry)
             group.entries.append(entry)
+            group.demands.append(demand)
             group.ranks.append(rank)
         self.plain = len(self.groups) <= 1 or not fair or not forest.trees()
         self._heap: list[tuple[tuple[int, float, int], int, int]] = []
@@ -180,8 +198,7 @@ class FairOrder(Generic[E]):
                 each.within.clear()
                 each.share = None
             self._version = self.forest.version
-        demand = self.demand_of(group.entries[group.position])
-        assert demand is not None
+        demand = group.demands[group.position]
         within = group.within.get(demand)
         if within is None:
             within = group.within[demand] = self.forest.within_own_quota(group.assignment,
@@ -202,7 +219,7 @@ def in_order(entries: Sequence[E], now: datetime) -> list[E]:
     """
     ordered = sorted(entries, key=_UID)
     ordered.sort(key=_SINCE)  # POSIX seconds, computed once per entry
-    if any(e.priority_slope for e in entries):
+    if any(map(_SLOPE, entries)):
         ordered.sort(key=lambda e: effective_priority(e, now), reverse=True)
     else:
         ordered.sort(key=_PRIORITY, reverse=True)
@@ -212,3 +229,4 @@ def in_order(entries: Sequence[E], now: datetime) -> list[E]:
 _UID = operator.attrgetter("uid")
 _SINCE = operator.attrgetter("since")
 _PRIORITY = operator.attrgetter("priority")
+_SLOPE = operator.attrgetter("priority_slope")

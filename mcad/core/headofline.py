@@ -45,6 +45,16 @@ class HeadOfLine:
         self.promise: Promise | None = None
         """Reservation backfill: the room and moment reserved for the head."""
 
+    def reset(self) -> None:
+        """Forget the head and what is held for it: the queue is decided again from its
+        start (``CycleBooks.renew_room``; the caller gives back the held nodes)."""
+        self.seen = False
+        self.first = self.head = None
+        self.held_quota = None
+        self.held_nodes = None
+        self.closed_cluster = None
+        self.promise = None
+
     def open(self, candidates: tuple[int, ...]) -> tuple[int, ...]:
         """The candidates, less the cluster closed to everyone behind the head."""
         closed = self.closed_cluster

@@ -309,6 +309,17 @@ class ClusterBoard:
     def index(self, name: str) -> int | None:
         return self._index.get(name)
 
+    def renew(self, cluster: ClusterCapacity) -> None:
+        """Take ``cluster``'s room anew: the same cluster (name, nodes, labels, every fact
+        but room) whose nodes' requests, reservations or held pods changed. Its pool is
+        built again from it; what was derived from its nodes alone (their topology
+        domains, the empty pool) is kept."""
+        i = self._index[cluster.name]
+        pool = NodePool.of(cluster)
+        pool.memo = self.pools[i].memo
+        self.clusters = (*self.clusters[:i], cluster, *self.clusters[i + 1:])
+        self.pools = (*self.pools[:i], pool, *self.pools[i + 1:])
+
     def eligible(self, names: Sequence[str] = (), selector: ClusterSelector = EVERY_CLUSTER,
                  kinds: Sequence[tuple[str, str]] = ()) -> tuple[int, ...] | str:
         """Indices of the usable clusters an AppWrapper may go to, or why there are none.

@@ -103,12 +103,15 @@ def broken_promises(admitted: Iterable[AppWrapperEntry], queued: Iterable[AppWra
     backfill's dispatch: both moments are the controller's). One already being taken
     back is left to go; one whose head started or is gone keeps running (the promise
     died with the head's wait)."""
+    due = [e for e in admitted if e.backfill_promise is not None
+           and now >= e.backfill_promise.end and not e.draining]
+    if not due:
+        return []  # (the usual case: no queue of 100,000 to index)
     waiting = {e.key: e for e in queued}
     broken = []
-    for entry in admitted:
+    for entry in due:
         held = entry.backfill_promise
-        if held is None or now < held.end or entry.draining:
-            continue
+        assert held is not None
         head = waiting.get(held.head)
         if head is None or (head.queued_since is not None and entry.dispatched is not None
                             and head.queued_since > entry.dispatched):

@@ -8,7 +8,16 @@ that is absent means zero, so ``ResourceList()`` is the empty demand.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+import operator
+from collections.abc import (
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 
 from mcad.core.quantity import format_quantity, parse_quantity
 
@@ -142,6 +151,24 @@ class ResourceList(Mapping[str, int]):
 
     def __repr__(self) -> str:
         return f"ResourceList({self.to_strings()!r})"
+
+
+def totals(amounts: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """Per resource, the sum over ``amounts`` (plain dicts, for speed: a cycle over 50
+    clusters of 1,000 nodes sums 50,000 of them), every resource any of them names."""
+    names = set().union(*amounts)
+    try:  # most nodes name the same resources: one pass in C per resource
+        return {name: sum(map(operator.itemgetter(name), amounts)) for name in names}
+    except KeyError:
+        return {name: sum(each.get(name, 0) for each in amounts) for name in names}
+
+
+def summed(lists: Iterable[ResourceList]) -> dict[str, int]:
+    """``totals`` of resource lists."""
+    return totals(list(map(_ITEMS, lists)))
+
+
+_ITEMS = operator.attrgetter("_items")
 
 
 def _keyword_name(keyword: str) -> str:

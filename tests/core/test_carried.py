@@ -2,13 +2,17 @@
 
 A property test drives random queues through a run of cycles, as the controller would:
 each cycle's dispatches become running work (their pods reserved on their cluster),
-evictions start draining, some AppWrappers leave, new ones arrive, time moves on, a
-cluster sometimes changes, and some running work holds backfill promises to waiting
-AppWrappers that come due along the way; at every step ``CarriedCycle.decide`` must give the same
-dispatches, evictions and resizes as ``dispatch_cycle``, and the same reason and
-sentence for every waiting AppWrapper (a cluster's closed namespaces change too, and
-the AppWrappers are in two namespaces). Table cases show when it carries and when it
-decides in full.
+evictions start draining, some AppWrappers leave, new ones arrive, time moves on, and on
+the clusters reserved pods bind (wherever a node accepts them, not where the cycle's
+first fit guessed), bound pods end, other pods on a node end, running work completes,
+and nodes are cordoned, relabelled, resized, added or removed (``tests.core.histories``);
+a cluster's closed namespaces change too (the AppWrappers are in two namespaces), and
+some running work holds backfill promises to waiting AppWrappers that come due along
+the way. At every step ``CarriedCycle.decide`` must give the same dispatches, evictions
+and resizes as ``dispatch_cycle``, and the same reason and sentence for every waiting
+AppWrapper. A second property test settles a crowded queue until it is quiet (the
+carried case) and then lets the running work's pods bind and end cycle after cycle.
+Table cases show when it carries and when it decides in full.
 """
 
 from __future__ import annotations
@@ -17,17 +21,19 @@ import dataclasses
 import gc
 from datetime import timedelta
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from mcad.core.capacity import AppWrapperKey, Reservation
+from mcad.core.capacity import AppWrapperKey, ClusterCapacity, Reservation
 from mcad.core.carried import CarriedCycle
 from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry, Snapshot, dispatch_cycle
+from mcad.core.resources import ResourceList
 from mcad.core.snapshot import BackfillPromise, CycleResult
 from mcad.core.topology import TopologyRequest
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, demand_of, make_entry, make_snapshot
+from tests.core.histories import bind, complete, completed, finish, free, persist, renode
 from tests.core.test_cycle_properties import CLOSED, NAMESPACES, TREE, snapshots
 from tests.core.test_topology_properties import LEVELS, racked_clusters
 
@@ -104,7 +110,9 @@ def run_cycles(snapshot: Snapshot, data: st.DataObject) -> None:
                     print("differs:", p.key, "full:", p.reason, p.message, "carried:",
                           got_pending.get(p.key))
         assert decisions(got) == decisions(full)
-        event("carried" if carried.carried else "full")
+        event("carried" if carried.carried else f"full: {carried.why_full}")
+        if carried.carried and carried.followed_room:
+            event("carried while room changed")
         snapshot = applied(snapshot, full)
         queued = [e for e in snapshot.appwrappers if not isinstance(e.phase, Admitted)]
         leaving = set(data.draw(st.lists(st.sampled_from([e.key for e in queued]),
@@ -115,6 +123,18 @@ def run_cycles(snapshot: Snapshot, data: st.DataObject) -> None:
             edited = data.draw(st.sampled_from(queued))
             leaving.add(edited.key)
             new.append(dataclasses.replace(edited, priority=data.draw(st.integers(0, 3))))
+        # On the clusters: reserved pods bind, bound pods end, running work completes,
+        # nodes change (``tests.core.histories``).
+        for _pods in range(data.draw(st.integers(0, 3))):
+            snapshot = bind(snapshot, data)
+        if data.draw(st.integers(0, 2)) == 0:
+            snapshot = finish(snapshot, data)
+        if data.draw(st.integers(0, 3)) == 0:
+            snapshot = persist(snapshot, data)
+        if data.draw(st.integers(0, 7)) == 0:
+            snapshot = complete(snapshot, data)
+        if data.draw(st.integers(0, 7)) == 0:
+            snapshot = renode(snapshot, data)
         clusters = snapshot.clusters
         if data.draw(st.integers(0, 5)) == 0 and clusters:  # a pod went: room grows
             first = clusters[0]
@@ -212,6 +232,83 @@ def racked(draw: st.DrawFn) -> tuple[Snapshot, object]:
 def test_the_carried_cycle_decides_as_a_full_one_with_topology(
         case: tuple[Snapshot, object], data: st.DataObject) -> None:
     run_cycles(case[0], data)
+
+
+def settled(snapshot: Snapshot) -> Snapshot | None:
+    """Cycles applied until one dispatches, evicts and resizes nothing (victims gone as
+    soon as evicted): the quiet state the carried cycle is for; None if it never is."""
+    for _ in range(10):
+        result = dispatch_cycle(snapshot)
+        if not (result.dispatches or result.evictions or result.resizes):
+            return snapshot
+        snapshot = without_victims(applied(snapshot, result))
+    return None
+
+
+def without_victims(snapshot: Snapshot) -> Snapshot:
+    """Evicted AppWrappers gone, with their pods (the drain of a victim is not what is
+    tested here, and a preemptor holding room for its victims decides in full)."""
+    for entry in snapshot.appwrappers:
+        if entry.draining:
+            snapshot = completed(snapshot, entry.key)
+    return snapshot
+
+
+@st.composite
+def draining(draw: st.DrawFn) -> Snapshot:
+    """A crowded queue (plain or racked clusters) settled until quiet, the head of the
+    line often starving, and sometimes an elastic AppWrapper running below its size on
+    the first cluster (room freed there lets it grow)."""
+    snapshot, _ = draw(st.one_of(crowded(), racked()))
+    snapshot = dataclasses.replace(snapshot, policy=dataclasses.replace(
+        snapshot.policy, starvation_seconds=draw(st.sampled_from([0.0, 0.0, 300.0]))))
+    first = snapshot.clusters[0]
+    if draw(st.booleans()):
+        grower = make_entry("grower").job(pods=4, gpu=1, cpu=1).labels(
+            **{TREE: draw(st.sampled_from(["a", "b", "default"]))}).elastic(
+            1, running=1).admitted(first.name).dispatched(at(0)).obj()
+        node = first.nodes[0]
+        one = ResourceList.of(gpu=1, cpu=1)
+        snapshot = dataclasses.replace(
+            snapshot, appwrappers=(*snapshot.appwrappers, grower),
+            clusters=(dataclasses.replace(first, nodes=(
+                dataclasses.replace(node, requested=node.requested + one),
+                *first.nodes[1:]), held_by={**first.held_by, grower.key: ((node.name, one),)}),
+                *snapshot.clusters[1:]))
+    quiet = settled(snapshot)
+    assume(quiet is not None)
+    assert quiet is not None
+    return quiet
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(draining(), st.data())
+def test_the_carried_cycle_follows_pods_that_bind_and_end_as_a_full_cycle_would(
+        snapshot: Snapshot, data: st.DataObject) -> None:
+    """A quiet queue while the running work's pods bind and end (and now and then one
+    completes): at every cycle the carried one decides as a full one; whatever a cycle
+    dispatches runs, and its pods bind in the cycles after."""
+    carried = CarriedCycle()
+    for _step in range(8):
+        full = dispatch_cycle(snapshot)
+        got = carried.decide(snapshot)
+        assert decisions(got) == decisions(full)
+        event("carried" if carried.carried else f"full: {carried.why_full}")
+        if carried.carried and carried.followed_room:
+            event("carried while room changed")
+        snapshot = without_victims(applied(snapshot, full))
+        for _pods in range(data.draw(st.integers(1, 4))):
+            snapshot = bind(snapshot, data)
+        for _pods in range(data.draw(st.integers(0, 2))):
+            snapshot = finish(snapshot, data)
+        if data.draw(st.integers(0, 2)) == 0:
+            snapshot = free(snapshot, data)
+        if data.draw(st.integers(0, 2)) == 0:
+            snapshot = persist(snapshot, data)
+        if data.draw(st.integers(0, 9)) == 0:
+            snapshot = complete(snapshot, data)
+        snapshot = dataclasses.replace(
+            snapshot, now=snapshot.now + timedelta(seconds=data.draw(st.integers(0, 30))))
 
 
 def full_spoke_with_a_queue():
@@ -312,3 +409,91 @@ def test_a_backfill_promise_coming_due_is_decided_in_full() -> None:
     back = dataclasses.replace(first, now=at(203))
     assert decisions(carried.decide(back)) == decisions(dispatch_cycle(back))
     assert not carried.carried and dispatch_cycle(back).evictions != ()
+
+
+def bound_on(cluster: ClusterCapacity, key: str, node: int, **shape: int) -> ClusterCapacity:
+    """``cluster`` once ``key``'s reserved pod of ``shape`` bound on node ``node``."""
+    requests = ResourceList.of(**shape)
+    nodes = list(cluster.nodes)
+    nodes[node] = dataclasses.replace(nodes[node], requested=nodes[node].requested + requests)
+    return dataclasses.replace(
+        cluster, nodes=tuple(nodes),
+        reservations=tuple(r for r in cluster.reservations if r.key != key),
+        held_by={**cluster.held_by, AppWrapperKey(key): ((nodes[node].name, requests),)})
+
+
+def test_pods_that_bind_under_a_quiet_queue_are_carried() -> None:
+    """Two nodes are full, node 3 empty, nodes 4 and 5 half full; a running AppWrapper's
+    pod of 4 GPUs is reserved (first fit: on node 3). Gangs of two 6-GPU pods wait for
+    room (no node has 6 free), one more for quota. The pod binds on node 4 instead: the
+    room moved, one pod of each gang would fit now, and they are told so, as a full
+    cycle tells them; the one waiting for quota keeps its very outcome; carried."""
+    tree = make_tree(TREE).node("root", gpu=64).child("a", parent="root", gpu=64) \
+        .child("b", parent="root", gpu=0, hard=True)
+    spoke = make_cluster("spoke-1").nodes(5, gpu=8).used(0, gpu=8).used(1, gpu=8) \
+        .used(3, gpu=4).used(4, gpu=4).reserve("default/run", pod_set(1, gpu=4)).obj()
+    builder = make_snapshot(now=at(100)).clusters(spoke).quota(tree.build()).add(
+        make_entry("run").job(gpu=4).labels(**{TREE: "a"}).admitted("spoke-1"),
+        make_entry("quota").job(gpu=1).labels(**{TREE: "b"}).created(at(9)))
+    for i in range(3):
+        builder.add(make_entry(f"w{i}").job(pods=2, gpu=6).labels(**{TREE: "a"}).created(at(i)))
+    first = builder.obj()
+    carried = CarriedCycle()
+    before = {p.key: p for p in carried.decide(first).pending}
+    second = dataclasses.replace(first, now=at(101),
+                                 clusters=(bound_on(spoke, "default/run", 3, gpu=4),))
+    after = {p.key: p for p in carried.decide(second).pending}
+    assert decisions(dispatch_cycle(second))[3] == {k: (p.reason, p.message)
+                                                   for k, p in after.items()}
+    assert carried.carried and carried.followed_room
+    assert "largest free: 4 on node spoke-1-node-3" in before["default/w1"].message
+    assert "1 of its 2 pods fit" in after["default/w1"].message
+    assert after["default/quota"] is before["default/quota"]  # nothing to write
+
+
+def test_a_head_holding_nodes_holds_them_once_when_room_changes_elsewhere() -> None:
+    """A starving head waits for quota and holds nodes on spoke-1 for its pods; a 2-pod
+    gang behind it waits for that room. A pod binds on spoke-2: carried, the head's held
+    nodes are given back before it holds them again (held twice, the gang would be told
+    spoke-1 has no room)."""
+    tree = make_tree(TREE).node("root", gpu=64).child("a", parent="root", gpu=8, hard=True) \
+        .child("b", parent="root", gpu=32)
+    first = make_snapshot(now=at(1000)).policy(starvation_seconds=10, fair_sharing=False) \
+        .clusters(make_cluster("spoke-1").nodes(2, gpu=8),
+                  make_cluster("spoke-2").nodes(1, gpu=8)
+                  .reserve("default/run2", pod_set(1, gpu=4))).quota(tree.build()).add(
+        make_entry("run1").job(gpu=8).labels(**{TREE: "a"}).admitted("spoke-3"),
+        make_entry("run2").job(gpu=4).labels(**{TREE: "b"}).admitted("spoke-2"),
+        make_entry("head").priority(5).job(gpu=8).labels(**{TREE: "a"}).created(at(0)),
+        make_entry("pair").job(pods=2, gpu=8).labels(**{TREE: "b"}).created(at(5))).obj()
+    carried = CarriedCycle()
+    carried.decide(first)
+    second = dataclasses.replace(first, now=at(1001), clusters=(
+        first.clusters[0], bound_on(first.clusters[1], "default/run2", 0, gpu=4)))
+    result = carried.decide(second)
+    assert carried.carried and carried.followed_room
+    assert decisions(result) == decisions(dispatch_cycle(second))
+    assert [p.reason for p in result.pending] == ["QuotaExceeded", "WaitingForHeadOfLine"]
+
+
+def test_room_freed_that_lets_an_elastic_appwrapper_grow_is_decided_in_full() -> None:
+    """An elastic AppWrapper runs 1 of its 4 pods on a full node; another waits for a
+    quota it can never have. Other pods on the node end: the full cycle grows it, so the
+    carried one runs in full."""
+    tree = make_tree(TREE).node("root", gpu=64).child("a", parent="root", gpu=32) \
+        .child("c", parent="root", gpu=0, hard=True)
+    first = make_snapshot(now=at(1000)).clusters(
+        make_cluster("spoke-1").nodes(1, gpu=8).used(0, gpu=8).held("default/grower", 0, gpu=1)
+    ).quota(tree.build()).add(
+        make_entry("grower").job(pods=4, gpu=1).labels(**{TREE: "a"}).elastic(1, running=1)
+        .admitted("spoke-1").dispatched(at(0)),
+        make_entry("waits").job(gpu=1).labels(**{TREE: "c"}).created(at(0))).obj()
+    carried = CarriedCycle()
+    carried.decide(first)
+    spoke = first.clusters[0]
+    freed = dataclasses.replace(spoke, nodes=(
+        dataclasses.replace(spoke.nodes[0], requested=ResourceList.of(gpu=1)),))
+    second = dataclasses.replace(first, now=at(1001), clusters=(freed,))
+    result = carried.decide(second)
+    assert not carried.carried and "grow" in carried.why_full
+    assert [(r.key, r.pods) for r in result.resizes] == [("default/grower", 4)]
