@@ -67,6 +67,7 @@ from bedtools import (
     testbed,
     write_section,
 )
+from prerequisites import MATPLOTLIB, PY_SPY, TESTBED, check, py_spy
 
 from e2e.cluster.topology import TestbedSpec
 from e2e.waiting import wait_until
@@ -535,17 +536,17 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
 
 PROFILE_S = 60
 PROFILE_RAW = Path("/tmp/scale-mcad-profile.txt")
-PY_SPY = next((p for p in (Path(os.environ.get("VIRTUAL_ENV", "")) / "bin" / "py-spy",
-                           REPO / ".venv" / "bin" / "py-spy") if p.is_file()), None)
 
 
 def start_profile(pid: int, seconds: int) -> subprocess.Popen[bytes] | None:
-    """Sample mcad with py-spy (when installed: ``pip install py-spy``) for the first
-    ``seconds`` of the drain: where the controller's CPU goes, for the doc."""
-    if PY_SPY is None:
-        say("py-spy not installed: no profile (pip install py-spy)")
+    """Sample mcad with py-spy (when installed: the bench extra; a run that writes the
+    doc checks it first) for the first ``seconds`` of the drain: where the controller's
+    CPU goes, for the doc."""
+    spy = py_spy()
+    if spy is None:
+        say("py-spy not installed: no profile (pip install -e '.[bench]')")
         return None
-    return subprocess.Popen([str(PY_SPY), "record", "--pid", str(pid), "--duration",
+    return subprocess.Popen([str(spy), "record", "--pid", str(pid), "--duration",
                              str(seconds), "--rate", "50", "--format", "raw", "--nonblocking",
                              "--output", str(PROFILE_RAW)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -732,6 +733,7 @@ def main() -> int:
         # mcad's drain; with that waited out (``quiet``), seven runs gave 67-104%
         # (ceiling 48-70/s), so the gate is the issue's half, 17 points under the worst.
         args.nodes, args.appwrappers, args.ceiling, args.no_write = 100, 1000, 1000, True
+    check("benchmarks/scale.py", [*TESTBED, *([] if args.no_write else [MATPLOTLIB, PY_SPY])])
     spec = TestbedSpec(spokes=3, nodes=args.nodes, gpus_per_node=8, cpu_per_node="64",
                        memory_per_node="512Gi", pods_per_node=110)
 

@@ -54,6 +54,7 @@ from bedtools import (
 from bedtools import (
     SEED_SYSTEMS as SYSTEMS,
 )
+from prerequisites import MATPLOTLIB, TESTBED, check
 
 from e2e.cluster.stages import RUNTIME
 from e2e.cluster.topology import TestbedSpec
@@ -325,6 +326,7 @@ def main() -> int:
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     if set(systems) - set(SYSTEMS):
         parser.error(f"choose systems from {', '.join(SYSTEMS)}")
+    check("benchmarks/seed000.py", [*TESTBED, *([] if args.no_write else [MATPLOTLIB])])
     results = {}
     runs = {}
     for system in systems:
