@@ -491,6 +491,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         say(f"mcad: every Job made; watching the hub for {AFTER_DRAIN_S:.0f} s after the "
             "last dispatch")
         await asyncio.sleep(max(0.0, left))  # a measuring window, not a wait for a state
+        after_text = await asyncio.to_thread(mcad.metrics)
     finally:
         profiled = finish_profile(profiler)
         stop_mcad(mcad)
@@ -526,6 +527,10 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "after_drain_hub_busy_s": busy_after(hub_cpu, last_dispatch,
                                              last_dispatch + AFTER_DRAIN_S, hub_idle),
         "last_dispatch_s": last_dispatch,
+        "events_dropped": int(sample_value(after_text, "mcad_events_dropped_total")),
+        "status_writes_waiting_at_end": int(sample_value(after_text,
+                                                         "mcad_status_writes_waiting")),
+        "workqueue_depth_at_end": int(sample_value(after_text, "mcad_workqueue_depth")),
         "profile": profiled,
         "timeline": sorted(created[n] - ready_wall for n in names),
         "rss_series": samples.rss_mb, "cpu_series": samples.cpu,

@@ -9,10 +9,11 @@ longer than the backlog would have paid them inside its own window. They are pac
 inside the drain instead, by this rule, which shares the hub between the two kinds of
 write:
 
-1. Dispatches (and evictions and resizes) are never metered, and a worker takes them
-   first; keys of running AppWrappers (whose status follows their pods) take every
-   other turn while dispatches wait, so a dispatch waits at most for one such key to
-   be taken, and a drain never starves them (``WorkQueue``'s ``following`` line).
+1. Dispatches (and evictions and resizes) are never metered. Keys of running
+   AppWrappers (whose status follows their pods) have a share of the work queue's
+   workers, half of them: within it they are taken first, so a drain never starves
+   them; beyond it dispatches go first, so the other half of the workers is always
+   there for a dispatch (``WorkQueue``'s ``following`` line).
 2. The writes that only report (``Lifecycle.follow_progress`` while the AppWrapper
    keeps running: pod counts, PodsReady) take a token from one bucket, ``StatusPace``.
    It refills at ``RATE_PER_S`` up to ``BURST``, and each run whose objects are created
@@ -26,13 +27,16 @@ write:
    (coalesced per AppWrapper). Writes that change what is decided (completion, a
    requeue, failure, a reset) are not metered.
 
-Pure: the time is passed in (seconds, from the controller's clock).
+The time is passed in (seconds, from the controller's clock); how many writes wait for
+their turn is reported as ``mcad_status_writes_waiting``.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable
+
+from mcad import metrics
 
 RATE_PER_S = 20.0
 """Tokens a second beside those the created runs bring."""
@@ -66,6 +70,11 @@ class StatusPace:
         seconds until its turn."""
         self._refill(now)
         self._forget(now)
+        wait = self._turn(key, now)
+        metrics.report_status_writes_waiting(len(self._turns))
+        return wait
+
+    def _turn(self, key: Hashable, now: float) -> float:
         due = self._turns.get(key)
         if due is not None:
             if due > now:

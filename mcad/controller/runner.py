@@ -73,8 +73,8 @@ class Controller:
         self.extra_tasks = list(extra_tasks)
         """More long-lived work of the leader (the webhook's certificates), supervised."""
         self.state = ControllerState()
-        self.queue: WorkQueue[AppWrapperKey] = WorkQueue("appwrappers",
-                                                         following=self._runs)
+        self.queue: WorkQueue[AppWrapperKey] = WorkQueue(
+            "appwrappers", following=self._runs, following_workers=max(1, workers // 2))
         self.supervisor = Supervisor()
         self.events = EventSender(hub)
         self.writer = HubWriter(hub, self.events)

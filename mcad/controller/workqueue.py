@@ -19,10 +19,11 @@ from the caches. The rules:
   so a high-priority dispatch decided behind a backlog of a thousand low-priority ones
   is persisted next, not after them;
 - keys that ``following`` names (those of running AppWrappers, whose status follows
-  their pods) wait in a line of their own, which takes every other turn while urgent
-  keys wait: a dispatch waits at most for one of them to be taken, and a drain of
-  thousands of dispatches never starves them (what they write is metered by
-  ``controller/pacing.py``); ordinary keys come after both.
+  their pods) wait in a line of their own, with a share of the workers: up to
+  ``following_workers`` of them are processed at once, before urgent keys, so a drain
+  of thousands of dispatches never starves them; beyond that share urgent keys go
+  first, so the other workers are always there for a dispatch (what following keys
+  write is metered by ``controller/pacing.py``); ordinary keys come after both.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class WorkQueue(Generic[K]):
 
     def __init__(self, name: str, *, base_delay: float = BASE_DELAY_S,
                  max_delay: float = MAX_DELAY_S,
-                 following: Callable[[K], bool] = lambda _key: False) -> None:
+                 following: Callable[[K], bool] = lambda _key: False,
+                 following_workers: int = 0) -> None:
         self.name = name
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -68,10 +70,12 @@ class WorkQueue(Generic[K]):
         self._urgent: list[tuple[int, int, K]] = []
         """A heap of (-rank, sequence, key)."""
         self._sequence = itertools.count()
+        self.following_workers = following_workers
+        """How many following keys may be processed at once before urgent keys."""
         self._following: deque[K] = deque()
         self._normal: deque[K] = deque()
-        self._following_turn = False
-        """An urgent key was taken last: the next turn is the following line's."""
+        self._following_busy: set[K] = set()
+        """Following keys being processed."""
         self._waiting: dict[K, Line] = {}
         """Keys in the queue, and the line each waits in (entries of other lines for
         it are stale and skipped)."""
@@ -158,20 +162,25 @@ class WorkQueue(Generic[K]):
             await self._nonempty.wait()
 
     def _pop(self) -> K | None:
-        """Urgent keys first, but the following line's turn after each urgent one."""
-        if self._following_turn:
-            key = self._pop_line(self._following, Line.FOLLOWING)
+        """Following keys within their share of the workers, then urgent keys, then
+        following keys beyond their share, then ordinary ones."""
+        if len(self._following_busy) < self.following_workers:
+            key = self._pop_following()
             if key is not None:
-                self._following_turn = False
                 return key
         while self._urgent:
             key = heapq.heappop(self._urgent)[2]
             if self._waiting.get(key) is Line.URGENT:
                 del self._waiting[key]
-                self._following_turn = True
                 return key
-        key = self._pop_line(self._following, Line.FOLLOWING)
+        key = self._pop_following()
         return key if key is not None else self._pop_line(self._normal, Line.ORDINARY)
+
+    def _pop_following(self) -> K | None:
+        key = self._pop_line(self._following, Line.FOLLOWING)
+        if key is not None:
+            self._following_busy.add(key)
+        return key
 
     def _pop_line(self, line: deque[K], which: Line) -> K | None:
         while line:
@@ -183,6 +192,7 @@ class WorkQueue(Generic[K]):
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
+        self._following_busy.discard(key)
         again = self._dirty.pop(key, None)
         if again is not None:
             self.add(key, urgent=again[0], rank=again[1])

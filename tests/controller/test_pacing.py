@@ -3,8 +3,8 @@
 The bucket alone (``StatusPace``): a burst of writes goes at once up to its depth, then
 one per turn at its rate, first come first served; a turn asked for twice is one turn;
 each created run brings a token; a turn nobody takes is forgotten. The work queue: keys
-of running AppWrappers take every other turn while dispatches wait, ordinary keys come
-after both.
+of running AppWrappers have a share of the workers ahead of dispatches, dispatches go
+first beyond it, ordinary keys come after both.
 
 Through the gateway seam (a whole controller over a scripted hub whose status writes
 take 20 ms, 4 workers):
@@ -102,15 +102,19 @@ def drain(queue: WorkQueue[str]) -> list[str]:
     return out
 
 
-async def test_following_keys_take_every_other_turn_while_dispatches_wait() -> None:
+async def test_following_keys_have_their_share_of_the_workers_then_dispatches_go_first(
+        ) -> None:
     running = {"f1", "f2", "f3"}
-    queue: WorkQueue[str] = WorkQueue("t", following=running.__contains__)
+    queue: WorkQueue[str] = WorkQueue("t", following=running.__contains__,
+                                      following_workers=2)
     queue.add("o1")
     for key in ("f1", "f2", "f3"):
         queue.add(key)
     for i in range(4):
         queue.add(f"d{i}", urgent=True)
-    assert drain(queue) == ["d0", "f1", "d1", "f2", "d2", "f3", "d3", "o1"]
+    assert [queue._pop() for _ in range(4)] == ["f1", "f2", "d0", "d1"]
+    queue.done("f1")  # a share comes free: the following line first again
+    assert drain(queue) == ["f3", "d2", "d3", "o1"]
 
 
 async def test_an_ordinary_key_moves_up_when_its_appwrapper_runs() -> None:
