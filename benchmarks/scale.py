@@ -527,6 +527,9 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "after_drain_hub_busy_s": busy_after(hub_cpu, last_dispatch,
                                              last_dispatch + AFTER_DRAIN_S, hub_idle),
         "last_dispatch_s": last_dispatch,
+        "after_drain_hub_series": [
+            round(used_between(hub_cpu, last_dispatch + i, last_dispatch + i + 1), 3)
+            for i in range(int(AFTER_DRAIN_S))],
         "events_dropped": int(sample_value(after_text, "mcad_events_dropped_total")),
         "status_writes_waiting_at_end": int(sample_value(after_text,
                                                          "mcad_status_writes_waiting")),
