@@ -29,6 +29,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from prerequisites import TESTBED, check  # noqa: E402
+
 from e2e.cluster.build import artifacts  # noqa: E402
 from e2e.cluster.launcher import down, up  # noqa: E402
 from e2e.cluster.topology import TestbedSpec, TestbedState, free_ports  # noqa: E402
@@ -165,6 +167,7 @@ def main() -> None:
     parser.add_argument("--latency-runs", type=int, default=100)
     parser.add_argument("--queued", type=int, default=1000)
     args = parser.parse_args()
+    check("benchmarks/dispatch_e2e.py", TESTBED)
     directory = Path(tempfile.mkdtemp(prefix="mcad-bench-"))
     spec = TestbedSpec(spokes=2, nodes=4, gpus_per_node=8, cpu_per_node="1000",
                        pods_per_node=400)

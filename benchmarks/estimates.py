@@ -60,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bedtools import say  # noqa: E402
+from prerequisites import MATPLOTLIB, check  # noqa: E402
 
 from mcad.core.backfill import BackfillRule  # noqa: E402
 from mcad.core.capacity import (  # noqa: E402
@@ -433,6 +434,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         args.jobs, args.no_write = 40, True
+    check("benchmarks/estimates.py", [] if args.no_write else [MATPLOTLIB])
     results = measure(args.jobs)
     print(json.dumps(results, indent=2))
     if args.smoke:

@@ -28,6 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from prerequisites import TESTBED, check  # noqa: E402
+
 from e2e.cluster.build import artifacts  # noqa: E402
 from e2e.cluster.launcher import down, up  # noqa: E402
 from e2e.cluster.topology import TestbedSpec  # noqa: E402
@@ -133,6 +135,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5,
                         help="rounds of each kind (kill -9, SIGTERM)")
     args = parser.parse_args()
+    check("benchmarks/failover.py", TESTBED)
     directory = Path(tempfile.mkdtemp(prefix="mcad-failover-"))
     print(f"bringing a test bed up in {directory}", flush=True)
     state = up(directory, TestbedSpec(spokes=2, nodes=2, gpus_per_node=8),

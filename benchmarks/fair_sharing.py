@@ -32,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from prerequisites import MATPLOTLIB, check  # noqa: E402
+
 from mcad.core.capacity import (  # noqa: E402
     AppWrapperKey,
     ClusterCapacity,
@@ -289,6 +291,7 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true",
                         help="print the figures; leave docs/ alone")
     args = parser.parse_args()
+    check("benchmarks/fair_sharing.py", [] if args.no_write else [MATPLOTLIB])
     rows, timelines = [], []
     for policy in POLICIES:
         print(f"replaying the trace: {policy.label} ...", flush=True)

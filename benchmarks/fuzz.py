@@ -21,26 +21,34 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from prerequisites import HYPOTHESIS, TESTBED, check  # noqa: E402
 
 from e2e.cluster.build import artifacts  # noqa: E402
 from e2e.cluster.launcher import down, up  # noqa: E402
 from e2e.cluster.topology import TestbedSpec, free_ports  # noqa: E402
 from e2e.controller import ControllerProcess  # noqa: E402
-from e2e.fuzzing import HubFuzz, draw, send  # noqa: E402
 from mcad.config import RunConfig  # noqa: E402
 from mcad.gateway import refs, verbs  # noqa: E402
 from mcad.gateway.connection import connect  # noqa: E402
 from mcad.validation import check_appwrapper  # noqa: E402
-from tests.builders.fuzz import names_a_field  # noqa: E402
+
+if TYPE_CHECKING:
+    from e2e.fuzzing import HubFuzz
 
 DOC = REPO / "docs" / "security.md"
 START, END = "<!-- fuzz -->", "<!-- /fuzz -->"
 
 
 def in_process(count: int) -> tuple[Counter[str], float]:
+    # Here, not at the top: they need hypothesis, which main checks for first.
+    from e2e.fuzzing import draw  # noqa: PLC0415
+    from tests.builders.fuzz import names_a_field  # noqa: PLC0415
+
     outcomes: Counter[str] = Counter()
     started = time.perf_counter()
     for doc in draw(count, seed=1):
@@ -59,6 +67,8 @@ def in_process(count: int) -> tuple[Counter[str], float]:
 
 
 async def through_hub(count: int, directory: Path, kubeconfigs: dict[str, Path]) -> HubFuzz:
+    from e2e.fuzzing import draw, send  # noqa: PLC0415  (hypothesis: see in_process)
+
     port = free_ports(1)[0]
     controller = ControllerProcess(kubeconfigs["hub"], directory, name="mcad-fuzz", extra_args=(
         "--webhook-address", f"127.0.0.1:{port}",
@@ -86,6 +96,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=5000)
     parser.add_argument("--hub", type=int, default=500)
     args = parser.parse_args()
+    check("benchmarks/fuzz.py", [HYPOTHESIS, *TESTBED])
     local, seconds = in_process(args.examples)
     print(f"in process: {dict(local)} in {seconds:.1f}s", flush=True)
     directory = Path(tempfile.mkdtemp(prefix="mcad-fuzz-"))

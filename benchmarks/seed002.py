@@ -60,6 +60,7 @@ from bedtools import (
 from bedtools import (
     SEED_SYSTEMS as SYSTEMS,
 )
+from prerequisites import MATPLOTLIB, TESTBED, check
 
 from e2e.cluster.stages import RUNTIME
 from e2e.cluster.topology import TestbedSpec
@@ -386,6 +387,7 @@ def main() -> int:
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
+    check("benchmarks/seed002.py", [*TESTBED, *([] if args.no_write else [MATPLOTLIB])])
     log_dir = Path("/tmp")
     runs = {}
     for system in systems:

@@ -24,6 +24,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from prerequisites import TESTBED, check  # noqa: E402
+
 from e2e.cluster.build import artifacts  # noqa: E402
 from e2e.cluster.launcher import down, up  # noqa: E402
 from e2e.cluster.topology import TestbedSpec  # noqa: E402
@@ -102,6 +104,7 @@ def main() -> None:
     parser.add_argument("--arrival", type=float, default=1.0,
                         help="mean seconds between arrivals")
     args = parser.parse_args()
+    check("benchmarks/soak.py", TESTBED)
     plan = SoakPlan(appwrappers=args.appwrappers, seed=args.seed, arrival_s=args.arrival)
     directory = Path(tempfile.mkdtemp(prefix="mcad-soak-"))
     log(f"bringing a test bed up in {directory}")

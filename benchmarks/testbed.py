@@ -30,6 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from prerequisites import TESTBED, check  # noqa: E402
+
 from e2e.cluster.build import build  # noqa: E402
 from e2e.cluster.launcher import down, up  # noqa: E402
 from e2e.cluster.topology import TestbedSpec  # noqa: E402
@@ -101,6 +103,7 @@ def main() -> None:
     parser.add_argument("--big", action="store_true")
     parser.add_argument("--nodes", type=int, default=1000)
     args = parser.parse_args()
+    check("benchmarks/testbed.py", TESTBED)
     if args.big:
         big(args.nodes)
         return

@@ -53,6 +53,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from prerequisites import MATPLOTLIB, TESTBED, check  # noqa: E402
+
 from mcad.core.capacity import (  # noqa: E402
     AppWrapperKey,
     ClusterCapacity,
@@ -434,6 +436,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
+    check("benchmarks/topology.py", [*([] if args.no_write else [MATPLOTLIB]),
+                                     *([] if args.no_testbed else TESTBED)])
     gangs = trace(args.gangs, args.seed)
     outcomes = {}
     for system in SYSTEMS:

@@ -184,6 +184,10 @@ _history_refused = Counter(
 _queue_depth = Gauge(
     "mcad_workqueue_depth", "Keys waiting in a controller work queue.", ["queue"],
     registry=REGISTRY)
+_status_turns = Gauge(
+    "mcad_status_writes_waiting", "AppWrappers whose pod-count or PodsReady write waits for "
+    "its turn in the hub's budget for such writes (controller/pacing.py).",
+    registry=REGISTRY)
 
 for _reason in REQUEUE_REASONS:
     _requeues.labels(reason=_reason)
@@ -387,6 +391,11 @@ def count_runtime_history_refused() -> None:
 def report_queue_depth(queue: str, depth: int) -> None:
     """How many keys wait in work queue ``queue``."""
     _queue_depth.labels(queue=queue).set(depth)
+
+
+def report_status_writes_waiting(count: int) -> None:
+    """How many reporting status writes wait for their turn (``StatusPace``)."""
+    _status_turns.set(count)
 
 
 def render() -> bytes:

@@ -12,6 +12,7 @@ AppWrapper back to the queue to go elsewhere (``KindNotServed``, not counted).
 
 from __future__ import annotations
 
+from mcad.controller.clock import utcnow
 from mcad.controller.lifecycle import RECHECK_S, Lifecycle, Next
 from mcad.controller.objects import KindNotServed, ObjectManager
 from mcad.controller.records import AppWrapperRecord
@@ -49,6 +50,7 @@ class Creation:
             raise
         await self._say(rec, None)
         rec.progress.created = run
+        self.lifecycle.pace.earn(utcnow().timestamp())  # the write its pods will need
         return None
 
     async def _say(self, rec: AppWrapperRecord, retrying: str | None) -> None:

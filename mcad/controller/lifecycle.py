@@ -9,10 +9,12 @@ spec), then creation (``controller/creation.py``), then ``resize`` (an order for
 run), then ``follow_progress``, which reads the pods and the wrapped objects'
 conditions, asks ``mcad.core.progress`` what they mean, and applies that:
 
-- running: pod counts and PodsReady to the status; a look again at the readiness
-  deadline (returned as seconds: the work queue keeps the timer). Readiness is latched:
-  once the gang was ready, losing pods starts a new requeuing time (PodsReady False,
-  reason PodsNotReady, since then) rather than counting from dispatch;
+- running: pod counts and PodsReady to the status, paced (``controller/pacing.py``: a
+  write waits for its turn in the hub's budget, and writes what is true by then); a
+  look again at the readiness deadline (returned as seconds: the work queue keeps the
+  timer). Readiness is latched: once the gang was ready, losing pods starts a new
+  requeuing time (PodsReady False, reason PodsNotReady, since then) rather than
+  counting from dispatch;
 - completed: Completed or RunningHoldCompletion (quota and capacity released);
 - requeue: condition Requeuing, delete every object the dispatch recorded, wait until
   they and their pods are gone (force-deleting pods stuck past
@@ -47,6 +49,7 @@ from mcad.config import RunConfig
 from mcad.controller.clock import parse_time, rfc3339, utcnow
 from mcad.controller.leftovers import Leftovers
 from mcad.controller.objects import ObjectManager
+from mcad.controller.pacing import StatusPace
 from mcad.controller.records import FINALIZER, AppWrapperRecord
 from mcad.controller.resets import Resets, resetting
 from mcad.controller.writer import HubWriter
@@ -88,8 +91,8 @@ this condition's lastTransitionTime."""
 class Lifecycle:
     def __init__(self, *, config: RunConfig, writer: HubWriter, objects: ObjectManager,
                  leftovers: Leftovers, changed: Callable[[], None],
-                 completed: Callable[[AppWrapperRecord, datetime], None] = lambda *_: None
-                 ) -> None:
+                 completed: Callable[[AppWrapperRecord, datetime], None] = lambda *_: None,
+                 pace: StatusPace | None = None) -> None:
         self.config = config
         self.writer = writer
         self.objects = objects
@@ -102,6 +105,8 @@ class Lifecycle:
         self.resets = Resets(config=config, writer=writer, hub=writer.hub,
                              clear=self._clear_within, changed=changed)
         """Gang health's resets, failures and success TTL (``controller/resets.py``)."""
+        self.pace = pace or StatusPace()
+        """The hub's budget for the writes that only report how the pods are doing."""
 
     # -- taking back ----------------------------------------------------------------------
     async def take_back(self, rec: AppWrapperRecord) -> Next | None:
@@ -236,6 +241,9 @@ class Lifecycle:
                 wait = COUNTS_EVERY_S - (now - written_at).total_seconds()
                 if wait > 0:
                     return wait + 0.01 if again is None else min(again, wait + 0.01)
+            wait = self.pace.turn(rec.key, now.timestamp())
+            if wait > 0:  # its turn comes then, and it writes what is true by then
+                return wait + 0.01 if again is None else min(again, wait + 0.01)
             if await self.writer.patch_status(
                     rec, {**counts, "state": "Running"},
                     conditions=(("PodsReady", ready, reason, message),)):

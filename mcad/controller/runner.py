@@ -73,7 +73,8 @@ class Controller:
         self.extra_tasks = list(extra_tasks)
         """More long-lived work of the leader (the webhook's certificates), supervised."""
         self.state = ControllerState()
-        self.queue: WorkQueue[AppWrapperKey] = WorkQueue("appwrappers")
+        self.queue: WorkQueue[AppWrapperKey] = WorkQueue(
+            "appwrappers", following=self._runs, following_workers=max(1, workers // 2))
         self.supervisor = Supervisor()
         self.events = EventSender(hub)
         self.writer = HubWriter(hub, self.events)
@@ -107,6 +108,12 @@ class Controller:
         if local:  # the hub itself as cluster "local", with no SpokeCluster object
             self.state.spoke_objects[LOCAL] = {"metadata": {"name": LOCAL},
                                                "spec": {"local": True}}
+
+    def _runs(self, key: AppWrapperKey) -> bool:
+        """The AppWrapper runs on a cluster: its key waits in the work queue's following
+        line (``controller/pacing.py`` states the hub's budget)."""
+        rec = self.state.appwrappers.get(key)
+        return rec is not None and rec.admitted
 
     def ready(self) -> bool:
         return not self.hub_cache.not_synced()

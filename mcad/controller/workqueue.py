@@ -17,7 +17,13 @@ from the caches. The rules:
   write), so a backlog of status writes does not delay a dispatch; among urgent keys
   the higher ``rank`` (the AppWrapper's priority) goes first, then the earlier added,
   so a high-priority dispatch decided behind a backlog of a thousand low-priority ones
-  is persisted next, not after them.
+  is persisted next, not after them;
+- keys that ``following`` names (those of running AppWrappers, whose status follows
+  their pods) wait in a line of their own, with a share of the workers: up to
+  ``following_workers`` of them are processed at once, before urgent keys, so a drain
+  of thousands of dispatches never starves them; beyond that share urgent keys go
+  first, so the other workers are always there for a dispatch (what following keys
+  write is metered by ``controller/pacing.py``); ordinary keys come after both.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
+from enum import IntEnum
 from typing import Generic, TypeVar
 
 from mcad import metrics
@@ -39,20 +46,39 @@ BASE_DELAY_S = 0.005
 MAX_DELAY_S = 1000.0
 
 
+class Line(IntEnum):
+    """Where a key waits; a key added again may move to a better (lower) line."""
+
+    URGENT = 0
+    FOLLOWING = 1
+    ORDINARY = 2
+
+
 class WorkQueue(Generic[K]):
     """Keys to reconcile: deduplicated, one at a time per key, delayed, rate-limited."""
 
     def __init__(self, name: str, *, base_delay: float = BASE_DELAY_S,
-                 max_delay: float = MAX_DELAY_S) -> None:
+                 max_delay: float = MAX_DELAY_S,
+                 following: Callable[[K], bool] = lambda _key: False,
+                 following_workers: int = 0) -> None:
         self.name = name
         self.base_delay = base_delay
         self.max_delay = max_delay
+        self.following = following
+        """Whether a key added without urgency waits in the following line (asked when
+        it is added)."""
         self._urgent: list[tuple[int, int, K]] = []
         """A heap of (-rank, sequence, key)."""
         self._sequence = itertools.count()
+        self.following_workers = following_workers
+        """How many following keys may be processed at once before urgent keys."""
+        self._following: deque[K] = deque()
         self._normal: deque[K] = deque()
-        self._waiting: dict[K, bool] = {}
-        """Keys in the queue, and whether they are urgent."""
+        self._following_busy: set[K] = set()
+        """Following keys being processed."""
+        self._waiting: dict[K, Line] = {}
+        """Keys in the queue, and the line each waits in (entries of other lines for
+        it are stale and skipped)."""
         self._processing: set[K] = set()
         self._dirty: dict[K, tuple[bool, int]] = {}
         """Keys added while being processed (whether urgently, and the rank)."""
@@ -70,18 +96,19 @@ class WorkQueue(Generic[K]):
             self._dirty[key] = (was_urgent or urgent, max(was_rank, rank) if urgent
                                 else was_rank)
             return
+        line = Line.URGENT if urgent else \
+            Line.FOLLOWING if self.following(key) else Line.ORDINARY
         queued = self._waiting.get(key)
-        if queued is None:
-            self._waiting[key] = urgent
-            if urgent:
-                heapq.heappush(self._urgent, (-rank, next(self._sequence), key))
-            else:
-                self._normal.append(key)
-            self._nonempty.set()
-        elif urgent and not queued:
-            self._waiting[key] = True  # its place in the ordinary line is now stale
+        if queued is not None and queued <= line:
+            return  # already waiting, as well placed
+        self._waiting[key] = line  # a place in a worse line is now stale
+        if line is Line.URGENT:
             heapq.heappush(self._urgent, (-rank, next(self._sequence), key))
-            self._nonempty.set()
+        elif line is Line.FOLLOWING:
+            self._following.append(key)
+        else:
+            self._normal.append(key)
+        self._nonempty.set()
 
     def add_after(self, key: K, delay: float) -> None:
         """Reconcile ``key`` in ``delay`` seconds, unless an earlier look is already due."""
@@ -135,20 +162,37 @@ class WorkQueue(Generic[K]):
             await self._nonempty.wait()
 
     def _pop(self) -> K | None:
+        """Following keys within their share of the workers, then urgent keys, then
+        following keys beyond their share, then ordinary ones."""
+        if len(self._following_busy) < self.following_workers:
+            key = self._pop_following()
+            if key is not None:
+                return key
         while self._urgent:
             key = heapq.heappop(self._urgent)[2]
-            if self._waiting.get(key) is True:
+            if self._waiting.get(key) is Line.URGENT:
                 del self._waiting[key]
                 return key
-        while self._normal:
-            key = self._normal.popleft()
-            if self._waiting.get(key) is False:
+        key = self._pop_following()
+        return key if key is not None else self._pop_line(self._normal, Line.ORDINARY)
+
+    def _pop_following(self) -> K | None:
+        key = self._pop_line(self._following, Line.FOLLOWING)
+        if key is not None:
+            self._following_busy.add(key)
+        return key
+
+    def _pop_line(self, line: deque[K], which: Line) -> K | None:
+        while line:
+            key = line.popleft()
+            if self._waiting.get(key) is which:
                 del self._waiting[key]
                 return key
         return None
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
+        self._following_busy.discard(key)
         again = self._dirty.pop(key, None)
         if again is not None:
             self.add(key, urgent=again[0], rank=again[1])
