@@ -325,13 +325,14 @@ def _lasting(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
     candidates for the cycle. None: quota is its cause (or it is elastic)."""
     if entry.elastic_min is not None:
         return None
-    key = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
-                 for s in demand.pod_sets), candidates, demand.topology)
-    if key not in books.lasting:
+    key = (demand.shape, candidates)
+    try:
+        return books.lasting[key]
+    except KeyError:
         sentence = never_fits(books.board, demand, candidates)
-        books.lasting[key] = None if sentence is None else Blocked(
+        found = books.lasting[key] = None if sentence is None else Blocked(
             PendingReason.INSUFFICIENT_CAPACITY, sentence, could_run=False)
-    return books.lasting[key]
+        return found
 
 
 def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
@@ -339,8 +340,7 @@ def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
            ) -> tuple[Placement, BackfillPromise | None] | None:
     """Its nodes (charged to the board) and the promise it starts on, if any; or None
     when its outcome was given instead."""
-    shape = (tuple((s.count, s.requests, s.node_selector, s.tolerations)
-                   for s in demand.pod_sets), candidates, demand.topology)
+    shape = (demand.shape, candidates)
     cached = books.capacity_misfits.get(shape)
     if cached is not None:
         told, blocked = cached

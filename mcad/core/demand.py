@@ -42,8 +42,9 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcad.core.podsets import DeclaredPodSet, PodSetError, pod_template_at
@@ -112,6 +113,43 @@ class Demand:
     topology: TopologyRequest | None = None
     """Where the whole gang must (or would rather) run: one domain of a topology level
     (``mcad.core.topology``); None: anywhere its pods fit."""
+    shape: Shape = field(init=False, repr=False, compare=False)
+    """What placement reads of it (``Shape``), worked out once per demand."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", shape_of(self.pod_sets, self.topology))
+
+
+class Shape:
+    """What placement reads of a demand: each pod set's count, requests, node selector and
+    tolerations, and its topology request. Interned: while any demand holds it, demands
+    whose shapes are equal hold this one object, so the cycle's per-shape caches (a
+    100,000-long queue has a few hundred shapes) key on it at the cost of an identity
+    hash instead of building and comparing tuples of resource lists for every entry.
+    (Two equal shapes that came apart, e.g. made in two threads at once, only cost a
+    second cache entry: a cache never joins unequal shapes.)"""
+
+    __slots__ = ("__weakref__", "key")
+
+    def __init__(self, key: tuple[object, ...]) -> None:
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"Shape({self.key!r})"
+
+
+_SHAPES: weakref.WeakValueDictionary[tuple[object, ...], Shape] = \
+    weakref.WeakValueDictionary()
+
+
+def shape_of(pod_sets: Sequence[PodSet], topology: TopologyRequest | None) -> Shape:
+    """The interned ``Shape`` of these pod sets and topology request."""
+    key = (tuple((s.count, s.requests, s.node_selector, s.tolerations) for s in pod_sets),
+           topology)
+    found = _SHAPES.get(key)
+    if found is None:
+        found = _SHAPES.setdefault(key, Shape(key))
+    return found
 
 
 class DemandError(ValueError):
