@@ -177,9 +177,15 @@ async def ceiling(hub: Connection, spokes: list[Connection], count: int, *,
     say(f"ceiling: {rate:.0f} AppWrappers/s")
     if not clean:
         return rate, cpu
-    for name in names:  # out of mcad's way: no finalizer, no Job
+    async def remove(name: str) -> None:  # out of mcad's way: no finalizer, no Job
         await verbs.merge_patch(hub, refs.APPWRAPPERS, name, {"metadata": {"finalizers": []}},
                                 namespace=ns)
+        # Deleted here, as stored (v1beta1): the namespace controller would list them as
+        # v1beta2, its preferred version, through mcad's conversion webhook, and no mcad
+        # runs yet to answer it, so the namespace would never go.
+        await verbs.delete(hub, refs.APPWRAPPERS, name, namespace=ns)
+
+    await bounded(names, remove)
     for conn in (hub, *spokes):
         await verbs.delete(conn, refs.NAMESPACES, ns)
     await quiet(ns, [hub, *spokes])
