@@ -236,7 +236,7 @@ async def test_a_completed_appwrapper_is_deleted_after_its_success_ttl() -> None
         await until("deleted", lambda: deleted == [f"{NS_AW}/train"], within=10)
 
 
-def test_without_annotations_a_completed_appwrapper_is_kept() -> None:
+async def test_without_annotations_a_completed_appwrapper_is_kept() -> None:
     """MCAD never deleted a completed AppWrapper: one that sets no annotation has no
     success TTL (faultTolerance.mcadV1Defaults); any annotation brings v1beta2's week."""
     config = RunConfig()
