@@ -118,6 +118,7 @@ class Demand:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", shape_of(self.pod_sets, self.topology))
+        object.__setattr__(self, "total", _TOTALS.setdefault(self.total, self.total))
 
 
 class Shape:
@@ -140,6 +141,11 @@ class Shape:
 
 _SHAPES: weakref.WeakValueDictionary[tuple[object, ...], Shape] = \
     weakref.WeakValueDictionary()
+_TOTALS: weakref.WeakValueDictionary[ResourceList, ResourceList] = \
+    weakref.WeakValueDictionary()
+"""Demands' totals, interned for the same reason as shapes: the cycle keys its quota
+caches on a total, and a tuple that holds the very same object compares without calling
+``ResourceList.__eq__``."""
 
 
 def shape_of(pod_sets: Sequence[PodSet], topology: TopologyRequest | None) -> Shape:

@@ -25,7 +25,7 @@ from mcad.core.quantity import format_quantity, parse_quantity
 class ResourceList(Mapping[str, int]):
     """An immutable mapping of resource name to nano-units; zero entries are dropped."""
 
-    __slots__ = ("_hash", "_items")
+    __slots__ = ("__weakref__", "_hash", "_items")
 
     def __init__(self, items: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
         pairs = items.items() if isinstance(items, Mapping) else items
