@@ -118,7 +118,7 @@ class Demand:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", shape_of(self.pod_sets, self.topology))
-        object.__setattr__(self, "total", _TOTALS.setdefault(self.total, self.total))
+        object.__setattr__(self, "total", interned_total(self.total))
 
 
 class Shape:
@@ -141,11 +141,21 @@ class Shape:
 
 _SHAPES: weakref.WeakValueDictionary[tuple[object, ...], Shape] = \
     weakref.WeakValueDictionary()
-_TOTALS: weakref.WeakValueDictionary[ResourceList, ResourceList] = \
+_TOTALS: weakref.WeakValueDictionary[frozenset[tuple[str, int]], ResourceList] = \
     weakref.WeakValueDictionary()
 """Demands' totals, interned for the same reason as shapes: the cycle keys its quota
 caches on a total, and a tuple that holds the very same object compares without calling
-``ResourceList.__eq__``."""
+``ResourceList.__eq__``. Keyed by the amounts, not by the total itself: a key is held
+strongly, and one that was its own value would never let the entry go."""
+
+
+def interned_total(total: ResourceList) -> ResourceList:
+    """The one total equal to ``total`` that demands hold (``total`` when it is new)."""
+    key = frozenset(total.items())
+    found = _TOTALS.get(key)
+    if found is None:
+        found = _TOTALS.setdefault(key, total)
+    return found
 
 
 def shape_of(pod_sets: Sequence[PodSet], topology: TopologyRequest | None) -> Shape:
