@@ -150,16 +150,8 @@ class CycleBooks:
         return found
 
     def assignment_of(self, entry: AppWrapperEntry) -> QuotaAssignment | QuotaProblem:
-        """``assignment`` of ``entry``'s labels (one call per queued AppWrapper: the
-        queue's order asks it of each)."""
-        labels = entry.quota_labels
-        one_tree = self.one_tree
-        key: object = (labels.get(one_tree) if one_tree is not None
-                       else tuple(map(labels.get, self.trees)))
-        found = self._assignments.get(key)
-        if found is None:
-            found = self._assignments[key] = self.quota.resolve(labels)
-        return found
+        """``assignment`` of ``entry``'s labels (the queue's order asks it of each)."""
+        return self.assignment(entry.quota_labels)
 
     def eviction_view(self) -> QuotaForest:
         """Quota as it will be once this cycle's victims are gone."""
