@@ -42,6 +42,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from mcad.core.capacity import NodeHealth
+from mcad.core.podsets import rewrite_pod_templates
 
 PREFIX = "workload.codeflare.dev.appwrapper/"
 ADMISSION_GRACE = PREFIX + "admissionGracePeriodDuration"
@@ -408,26 +409,12 @@ class NodeHealthRules:
         return False
 
     def _walk(self, node: Any, avoid: list[str]) -> Any:
-        if isinstance(node, Mapping):
-            out: dict[str, Any] | None = None
-            for key, value in node.items():
-                if key == "template" and isinstance(value, Mapping) and \
-                        isinstance(value.get("spec"), Mapping) and "containers" in value["spec"]:
-                    inner = self._walk(value["spec"], avoid)
-                    changed: Any = {**value, "spec": self._avoiding(inner, avoid)} \
-                        if self._asks(inner) else \
-                        (value if inner is value["spec"] else {**value, "spec": inner})
-                else:
-                    changed = self._walk(value, avoid)
-                if changed is not value:
-                    if out is None:
-                        out = dict(node)
-                    out[key] = changed
-            return node if out is None else out
-        if isinstance(node, list):
-            items = [self._walk(value, avoid) for value in node]
-            return node if all(a is b for a, b in zip(items, node, strict=True)) else items
-        return node
+        def steer(template: Mapping[str, Any], spec: Any) -> Any:
+            if self._asks(spec):
+                return {**template, "spec": self._avoiding(spec, avoid)}
+            return template if spec is template["spec"] else {**template, "spec": spec}
+
+        return rewrite_pod_templates(node, steer)
 
     def _avoiding(self, pod_spec: Mapping[str, Any], avoid: list[str]) -> dict[str, Any]:
         affinity = dict(pod_spec.get("affinity") or {})

@@ -18,7 +18,7 @@ template``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,3 +179,53 @@ def _group_kind(template: Mapping[str, Any]) -> tuple[str, str]:
 
 def _show(value: object) -> str:
     return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def is_pod_template(key: object, value: Any) -> bool:
+    """A PodTemplateSpec: a ``template`` (or ``...Template``: a LeaderWorkerSet's
+    ``leaderTemplate`` and ``workerTemplate``) whose spec has containers (Job,
+    Deployment, JobSet, PyTorchJob, RayCluster... at any depth)."""
+    return ((key == "template" or (isinstance(key, str) and key.endswith("Template")))
+            and isinstance(value, Mapping)
+            and isinstance(value.get("spec"), Mapping) and "containers" in value["spec"])
+
+
+def every_pod_template(node: Any) -> Iterator[Mapping[str, Any]]:
+    """Every pod template inside ``node`` (an object's spec), to read: a plan shares what
+    it does not change with the spec, so nothing found here may be changed in place."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if is_pod_template(key, value):
+                yield value
+            yield from every_pod_template(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from every_pod_template(value)
+
+
+def rewrite_pod_templates(node: Any, rewrite: Callable[[Mapping[str, Any], Any], Any]) -> Any:
+    """``node`` with every pod template inside it replaced by ``rewrite(template, spec)``,
+    where ``spec`` is the template's spec with the templates inside it already rewritten.
+
+    Copy on write: what holds no pod template (containers, volumes, ...) is returned as
+    it is, shared, and only the dicts and lists on a path to a changed template are new,
+    so a plan that shares its spec with the AppWrapper's never changes the caller's
+    objects. Why one walk: labels (``mcad.core.wrapping``), a topology pin
+    (``mcad.core.topology``) and GPU-health affinity (``mcad.core.health``) are all
+    written this way, and the copy-on-write rule must hold the same for each."""
+    if isinstance(node, Mapping):
+        out: dict[str, Any] | None = None
+        for key, value in node.items():
+            if is_pod_template(key, value):
+                changed: Any = rewrite(value, rewrite_pod_templates(value["spec"], rewrite))
+            else:
+                changed = rewrite_pod_templates(value, rewrite)
+            if changed is not value:
+                if out is None:
+                    out = dict(node)
+                out[key] = changed
+        return node if out is None else out
+    if isinstance(node, list):
+        items = [rewrite_pod_templates(value, rewrite) for value in node]
+        return node if all(a is b for a, b in zip(items, node, strict=True)) else items
+    return node

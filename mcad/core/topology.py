@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mcad.core.wrapping import is_pod_template, pod_templates
+from mcad.core.podsets import every_pod_template, rewrite_pod_templates
 
 REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
@@ -136,7 +136,7 @@ def _from_annotations(spec: Mapping[str, Any]) -> TopologyRequest | None:
         kind = str(template.get("kind", ""))
         name = meta.get("name", "") if isinstance(meta, Mapping) else ""
         where = f"GenericItems[{index}] {kind}/{name}"
-        templates = [template] if kind == "Pod" else list(pod_templates(template.get("spec")))
+        templates = [template] if kind == "Pod" else list(every_pod_template(template.get("spec")))
         for pod_template in templates:
             pod_meta = pod_template.get("metadata") or {}
             annotations = pod_meta.get("annotations") if isinstance(pod_meta, Mapping) else None
@@ -239,30 +239,9 @@ def pinned(manifest: dict[str, Any], pin: TopologyPin | None) -> dict[str, Any]:
     spec = manifest.get("spec")
     if manifest.get("kind") == "Pod" and isinstance(spec, Mapping):
         return {**manifest, "spec": _required(spec, terms)}
-    changed = _with_pin(spec, terms)
+    changed = rewrite_pod_templates(
+        spec, lambda template, inner: {**template, "spec": _required(inner, terms)})
     return manifest if changed is spec else {**manifest, "spec": changed}
-
-
-def _with_pin(node: Any, terms: list[dict[str, Any]]) -> Any:
-    """``node`` with ``terms`` required in every pod template inside it (new dicts and
-    lists only on the way to one)."""
-    if isinstance(node, Mapping):
-        out: dict[str, Any] | None = None
-        for key, value in node.items():
-            if is_pod_template(key, value):
-                changed: Any = {**value, "spec": _required(_with_pin(value["spec"], terms),
-                                                           terms)}
-            else:
-                changed = _with_pin(value, terms)
-            if changed is not value:
-                if out is None:
-                    out = dict(node)
-                out[key] = changed
-        return node if out is None else out
-    if isinstance(node, list):
-        items = [_with_pin(value, terms) for value in node]
-        return node if all(a is b for a, b in zip(items, node, strict=True)) else items
-    return node
 
 
 def _required(pod_spec: Mapping[str, Any], terms: list[dict[str, Any]]) -> dict[str, Any]:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mcad.core.podsets import rewrite_pod_templates
 from mcad.core.progress import completion_types
 
 NAME_LABEL = "appwrapper.mcad.ibm.com"
@@ -216,51 +217,16 @@ def _token_secret(template: Mapping[str, Any]) -> bool:
         isinstance(annotations, Mapping) and "kubernetes.io/service-account.name" in annotations)
 
 
-def is_pod_template(key: object, value: Any) -> bool:
-    """A PodTemplateSpec: a ``template`` (or ``...Template``: a LeaderWorkerSet's
-    ``leaderTemplate`` and ``workerTemplate``) whose spec has containers (Job,
-    Deployment, JobSet, PyTorchJob, RayCluster... at any depth)."""
-    return ((key == "template" or (isinstance(key, str) and key.endswith("Template")))
-            and isinstance(value, Mapping)
-            and isinstance(value.get("spec"), Mapping) and "containers" in value["spec"])
-
-
-def pod_templates(node: Any) -> Iterator[Mapping[str, Any]]:
-    """Every pod template inside ``node`` (an object's spec), to read: a plan shares what
-    it does not change with the spec, so nothing found here may be changed in place."""
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            if is_pod_template(key, value):
-                yield value
-            yield from pod_templates(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from pod_templates(value)
-
-
 def _with_pod_labels(node: Any, labels: Mapping[str, str]) -> Any:
     """``node`` with ``labels`` written over the labels of every pod template inside it.
     What holds no pod template (containers, volumes, ...) is returned as it is
     (shared); only the dicts and lists on a path to a pod template are new."""
-    if isinstance(node, Mapping):
-        out: dict[str, Any] | None = None
-        for key, value in node.items():
-            if is_pod_template(key, value):
-                pod_meta = dict(value.get("metadata") or {})
-                pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
-                changed: Any = {**value, "metadata": pod_meta,
-                                "spec": _with_pod_labels(value["spec"], labels)}
-            else:
-                changed = _with_pod_labels(value, labels)
-            if changed is not value:
-                if out is None:
-                    out = dict(node)
-                out[key] = changed
-        return node if out is None else out
-    if isinstance(node, list):
-        items = [_with_pod_labels(value, labels) for value in node]
-        return node if all(a is b for a, b in zip(items, node, strict=True)) else items
-    return node
+    def label(template: Mapping[str, Any], spec: Any) -> Any:
+        pod_meta = dict(template.get("metadata") or {})
+        pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
+        return {**template, "metadata": pod_meta, "spec": spec}
+
+    return rewrite_pod_templates(node, label)
 
 
 def owned_by(manifest: Mapping[str, Any], *, name: str, uid: str) -> dict[str, Any]:
