@@ -13,7 +13,7 @@ a nodeSelector), 10 clusters x 100 nodes of 8 GPUs (about half used, a few taint
 cordoned, some reservations), a 3-level quota tree with 500 admitted AppWrappers
 charged to it, preemption on. Times ``dispatch_cycle`` (after one warm-up run),
 measures peak memory of one more run with tracemalloc. Then the carried cycle
-(``mcad.core.carried``): the decisions are applied until the queue is quiet (nothing more
+(``mcad.core.cycle.carried``): the decisions are applied until the queue is quiet (nothing more
 is dispatched), and each timed cycle follows one where 1% of the queue changed (60
 AppWrappers submitted, 40 deleted). Last, the same cycle with 100,000 queued over 50
 clusters x 1,000 nodes, by simulation (no API servers). The figures go into
@@ -42,16 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mcad.core.capacity import (  # noqa: E402
-    AppWrapperKey,
-    ClusterCapacity,
-    ClusterName,
-    NodeCapacity,
-    NodeName,
-    Reservation,
-)
-from mcad.core.carried import CarriedCycle  # noqa: E402
-from mcad.core.cycle import (  # noqa: E402
+from mcad.core.cycle.carried import CarriedCycle  # noqa: E402
+from mcad.core.cycle.decide import (  # noqa: E402
     Admitted,
     AppWrapperEntry,
     CyclePolicy,
@@ -59,11 +51,19 @@ from mcad.core.cycle import (  # noqa: E402
     Snapshot,
     dispatch_cycle,
 )
-from mcad.core.demand import Demand, PodSet, Taint  # noqa: E402
-from mcad.core.placement import ClusterSelector, PlacementPolicy  # noqa: E402
-from mcad.core.quota import QuotaForest, QuotaNodeSpec  # noqa: E402
-from mcad.core.resources import ResourceList  # noqa: E402
-from mcad.core.victims import PreemptionPolicy  # noqa: E402
+from mcad.core.placement.capacity import (  # noqa: E402
+    AppWrapperKey,
+    ClusterCapacity,
+    ClusterName,
+    NodeCapacity,
+    NodeName,
+    Reservation,
+)
+from mcad.core.placement.clusters import ClusterSelector, PlacementPolicy  # noqa: E402
+from mcad.core.placement.victims import PreemptionPolicy  # noqa: E402
+from mcad.core.quota.forest import QuotaForest, QuotaNodeSpec  # noqa: E402
+from mcad.core.workload.demand import Demand, PodSet, Taint  # noqa: E402
+from mcad.core.workload.resources import ResourceList  # noqa: E402
 
 QUEUED = 10_000
 ADMITTED = 500
@@ -527,14 +527,14 @@ their quota): a changed set of running work, which a carried cycle does not foll
 The carried cycle through the binding drain {drain_verdict} the target (carried on at
 least 90% of its cycles, median at most 20 ms): a pod that binds or ends changes only its
 node's room, and only the AppWrappers whose last reason read room are decided again
-(`mcad/core/carried.py`; `tests/core/test_carried.py` holds that to the full cycle over
+(`mcad/core/cycle/carried.py`; `tests/core/test_carried.py` holds that to the full cycle over
 random histories of binds, completions and node changes).
 {big_rows}{ratio_rows}
 Why the carried cycle is fast: when nothing it rests on changed (the same clusters'
 nodes, quota forest, running work; no pause ending, no head starving) and the last cycle
 only gave reasons to wait, the waiting keep their reasons and only the AppWrappers that
 changed are decided, on the last cycle's books, after checking they can move no one
-else (`mcad/core/carried.py` states the rule; `tests/core/test_carried.py` holds it to
+else (`mcad/core/cycle/carried.py` states the rule; `tests/core/test_carried.py` holds it to
 the full cycle's decisions over random runs of cycles). Why the full cycle is as fast as
 it is: free room only shrinks within a cycle, so "this quota charge did not fit" and
 "this pod shape did not fit these clusters" are cached for the rest of the cycle, and

@@ -34,7 +34,7 @@ from prerequisites import TESTBED, check  # noqa: E402
 from e2e.cluster.build import artifacts  # noqa: E402
 from e2e.cluster.launcher import down, up  # noqa: E402
 from e2e.cluster.topology import TestbedSpec, TestbedState, free_ports  # noqa: E402
-from mcad.core.wrapping import UID_LABEL  # noqa: E402
+from mcad.core.life.wrapping import UID_LABEL  # noqa: E402
 from mcad.gateway import refs, verbs  # noqa: E402
 from mcad.gateway.connection import Connection, connect  # noqa: E402
 from mcad.gateway.refs import ResourceRef  # noqa: E402

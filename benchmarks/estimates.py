@@ -8,8 +8,8 @@
 No API servers: the trace is played through ``mcad.core`` as the controller would (a
 cycle at every arrival and completion, and every minute), with the controller's rules
 for run times: an AppWrapper is expected to run its declared time, else the median of
-its family's completed runs so far, else an hour (``mcad.core.runtimes``). Estimated
-starts come from ``mcad.core.estimates`` (the plan the controller's estimator makes).
+its family's completed runs so far, else an hour (``mcad.core.life.runhistory``). Estimated
+starts come from ``mcad.core.views.estimates`` (the plan the controller's estimator makes).
 
 Three traces (the same jobs for every rule):
 
@@ -62,20 +62,9 @@ sys.path.insert(0, str(REPO))
 from bedtools import say  # noqa: E402
 from prerequisites import MATPLOTLIB, check  # noqa: E402
 
-from mcad.core.backfill import BackfillRule  # noqa: E402
-from mcad.core.capacity import (  # noqa: E402
-    AppWrapperKey,
-    ClusterCapacity,
-    ClusterName,
-    NodeCapacity,
-    NodeName,
-)
-from mcad.core.cycle import run_cycle  # noqa: E402
-from mcad.core.demand import Demand, PodSet  # noqa: E402
-from mcad.core.estimates import estimate_starts  # noqa: E402
-from mcad.core.quota import QuotaForest  # noqa: E402
-from mcad.core.resources import ResourceList  # noqa: E402
-from mcad.core.snapshot import (  # noqa: E402
+from mcad.core.cycle.backfill import BackfillRule  # noqa: E402
+from mcad.core.cycle.decide import run_cycle  # noqa: E402
+from mcad.core.cycle.snapshot import (  # noqa: E402
     QUEUED,
     Admitted,
     AppWrapperEntry,
@@ -83,6 +72,17 @@ from mcad.core.snapshot import (  # noqa: E402
     CyclePolicy,
     Snapshot,
 )
+from mcad.core.placement.capacity import (  # noqa: E402
+    AppWrapperKey,
+    ClusterCapacity,
+    ClusterName,
+    NodeCapacity,
+    NodeName,
+)
+from mcad.core.quota.forest import QuotaForest  # noqa: E402
+from mcad.core.views.estimates import estimate_starts  # noqa: E402
+from mcad.core.workload.demand import Demand, PodSet  # noqa: E402
+from mcad.core.workload.resources import ResourceList  # noqa: E402
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 DEFAULT_RUNTIME_S = 3600.0

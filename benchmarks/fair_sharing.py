@@ -6,7 +6,7 @@ The trace: one cluster of 4 nodes x 8 GPUs and a quota tree ``root`` (32 GPUs, h
 with two children, ``team-a`` and ``team-b``, 16 GPUs each, both allowed to borrow. Team
 a queues a backlog of 24 jobs (4 GPUs, 20 minutes each) at 0:00; team b queues 12 jobs
 (4 GPUs, 10 minutes) at 0:15. Time moves in 30-second steps; each step runs the real
-``mcad.core.cycle.dispatch_cycle`` on a snapshot of the queue, the cluster and the tree,
+``mcad.core.cycle.decide.dispatch_cycle`` on a snapshot of the queue, the cluster and the tree,
 applies its dispatches and evictions (an evicted job restarts from the beginning after a
 90 s pause) and ends the jobs whose time is up. Nothing else decides: this is the
 decider the controller runs, replayed in simulated time, so the figures do not depend on
@@ -34,14 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from prerequisites import MATPLOTLIB, check  # noqa: E402
 
-from mcad.core.capacity import (  # noqa: E402
-    AppWrapperKey,
-    ClusterCapacity,
-    ClusterName,
-    NodeCapacity,
-    NodeName,
-)
-from mcad.core.cycle import (  # noqa: E402
+from mcad.core.cycle.decide import (  # noqa: E402
     QUEUED,
     Admitted,
     AppWrapperEntry,
@@ -49,10 +42,17 @@ from mcad.core.cycle import (  # noqa: E402
     Snapshot,
     dispatch_cycle,
 )
-from mcad.core.demand import Demand, PodSet  # noqa: E402
-from mcad.core.quota import QuotaForest, QuotaNodeSpec  # noqa: E402
-from mcad.core.resources import ResourceList  # noqa: E402
-from mcad.core.victims import PreemptionPolicy  # noqa: E402
+from mcad.core.placement.capacity import (  # noqa: E402
+    AppWrapperKey,
+    ClusterCapacity,
+    ClusterName,
+    NodeCapacity,
+    NodeName,
+)
+from mcad.core.placement.victims import PreemptionPolicy  # noqa: E402
+from mcad.core.quota.forest import QuotaForest, QuotaNodeSpec  # noqa: E402
+from mcad.core.workload.demand import Demand, PodSet  # noqa: E402
+from mcad.core.workload.resources import ResourceList  # noqa: E402
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 STEP_S = 30

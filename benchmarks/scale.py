@@ -72,7 +72,7 @@ from prerequisites import MATPLOTLIB, PY_SPY, TESTBED, check, py_spy
 
 from e2e.cluster.topology import TestbedSpec
 from e2e.waiting import wait_until
-from mcad.core.wrapping import UID_LABEL
+from mcad.core.life.wrapping import UID_LABEL
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import NotFound

@@ -15,7 +15,7 @@ Systems:
   placed at once or none (Coscheduling), gangs in arrival order but none blocking the
   others, each pod on the node kube-scheduler's default scoring prefers (the fewest
   requests: it spreads), ties at random;
-- ``mcad``: the real dispatch cycle (``mcad.core.cycle.dispatch_cycle``) decides when
+- ``mcad``: the real dispatch cycle (``mcad.core.cycle.decide.dispatch_cycle``) decides when
   and where; the cluster's kube-scheduler (as above) binds the pods;
 - ``mcad + preferred rack`` and ``mcad + required rack``: the same, every gang asking for
   a rack; kube-scheduler binds inside the nodes mcad pinned the gang to (the node
@@ -55,24 +55,24 @@ sys.path.insert(0, str(ROOT))
 
 from prerequisites import MATPLOTLIB, TESTBED, check  # noqa: E402
 
-from mcad.core.capacity import (  # noqa: E402
-    AppWrapperKey,
-    ClusterCapacity,
-    ClusterName,
-    NodeCapacity,
-    NodeName,
-)
-from mcad.core.cycle import (  # noqa: E402
+from mcad.core.cycle.decide import (  # noqa: E402
     Admitted,
     AppWrapperEntry,
     CyclePolicy,
     Snapshot,
     dispatch_cycle,
 )
-from mcad.core.demand import Demand, PodSet  # noqa: E402
-from mcad.core.quota import QuotaForest  # noqa: E402
-from mcad.core.resources import ResourceList  # noqa: E402
-from mcad.core.topology import HOSTNAME, TopologyPin, TopologyRequest  # noqa: E402
+from mcad.core.placement.capacity import (  # noqa: E402
+    AppWrapperKey,
+    ClusterCapacity,
+    ClusterName,
+    NodeCapacity,
+    NodeName,
+)
+from mcad.core.quota.forest import QuotaForest  # noqa: E402
+from mcad.core.workload.demand import Demand, PodSet  # noqa: E402
+from mcad.core.workload.resources import ResourceList  # noqa: E402
+from mcad.core.workload.topology import HOSTNAME, TopologyPin, TopologyRequest  # noqa: E402
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 STEP_S = 10

@@ -33,7 +33,7 @@ from typing import Any
 
 from e2e.cluster import faults
 from e2e.controller import ControllerProcess
-from mcad.core.wrapping import UID_LABEL
+from mcad.core.life.wrapping import UID_LABEL
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError, NotFound

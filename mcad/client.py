@@ -42,7 +42,7 @@ import yaml
 
 from mcad.cli.queue import parse_moment
 from mcad.cli.wrap import CannotWrap, wrap
-from mcad.core.wrapping import APPWRAPPER_API_VERSION
+from mcad.core.life.wrapping import APPWRAPPER_API_VERSION
 from mcad.gateway import verbs
 from mcad.gateway.connection import Connection, connect, default_kubeconfig_path
 from mcad.gateway.errors import AlreadyExists, ApiError, GatewayError, NotFound

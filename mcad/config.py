@@ -30,20 +30,20 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from mcad.api.documents import yaml_problem
-from mcad.core.backfill import BackfillRule
-from mcad.core.cycle import CyclePolicy
-from mcad.core.health import AUTOPILOT_LABEL, FaultPolicy, NodeHealthRules
-from mcad.core.namespaces import (
+from mcad.core.cycle.backfill import BackfillRule
+from mcad.core.cycle.decide import CyclePolicy
+from mcad.core.life.health import AUTOPILOT_LABEL, FaultPolicy, NodeHealthRules
+from mcad.core.life.requeue import GrowthType, RequeuePolicy
+from mcad.core.life.wrapping import Refusal
+from mcad.core.placement.clusters import PlacementPolicy
+from mcad.core.placement.namespaces import (
     DEFAULT_PATTERNS,
     matching_pattern,
     pattern_problem,
     refused_namespace,
 )
-from mcad.core.placement import PlacementPolicy
-from mcad.core.requeue import GrowthType, RequeuePolicy
-from mcad.core.topology import label_key_problem
-from mcad.core.victims import PreemptionPolicy
-from mcad.core.wrapping import Refusal
+from mcad.core.placement.victims import PreemptionPolicy
+from mcad.core.workload.topology import label_key_problem
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KIND = r"[A-Za-z][A-Za-z0-9]*"
@@ -73,7 +73,7 @@ class _Settings(BaseModel):
 
 
 class EstimateSettings(_Settings):
-    """Estimated starts (``mcad.core.estimates``): how long runs are taken to last, and
+    """Estimated starts (``mcad.core.views.estimates``): how long runs are taken to last, and
     what the plan of the future may cost."""
 
     default_runtime_seconds: float = Field(3600.0, gt=0)
@@ -118,7 +118,7 @@ class RequeuingDefaults(_Settings):
 
 class FaultToleranceSettings(_Settings):
     """The defaults of AppWrapper v1beta2's fault-tolerance annotations
-    (``workload.codeflare.dev.appwrapper/...``, ``mcad.core.health``) for AppWrappers whose
+    (``workload.codeflare.dev.appwrapper/...``, ``mcad.core.life.health``) for AppWrappers whose
     annotations do not set them, in seconds; an annotation may not make a grace period
     longer than ``gracePeriodMaximumSeconds``."""
 
@@ -194,7 +194,7 @@ class NodeHealthSettings(_Settings):
 
 
 class PreemptionSettings(_Settings):
-    """When running AppWrappers are evicted for others (``mcad.core.victims``)."""
+    """When running AppWrappers are evicted for others (``mcad.core.placement.victims``)."""
 
     priority: bool = False
     """A higher-priority AppWrapper evicts lower-priority ones: within its quota node, and

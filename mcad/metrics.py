@@ -35,8 +35,9 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from mcad.core.elastic import GROW, SHRINK
-from mcad.core.requeue import (
+from mcad.core.cycle.elastic import GROW, SHRINK
+from mcad.core.cycle.snapshot import PREEMPTED, PendingReason
+from mcad.core.life.requeue import (
     INSUFFICIENT_PODS_READY,
     KIND_NOT_SERVED,
     SPEC_CHANGED,
@@ -44,8 +45,7 @@ from mcad.core.requeue import (
     SUSPENDED,
     WRAPPED_OBJECT_FAILED,
 )
-from mcad.core.resources import ResourceList
-from mcad.core.snapshot import PREEMPTED, PendingReason
+from mcad.core.workload.resources import ResourceList
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 

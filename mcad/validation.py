@@ -3,10 +3,10 @@
 Why one place: what the desk says (``mcad validate``), what the API server's admission
 says (the webhook) and what the dispatcher does must never disagree. An AppWrapper is
 checked against the models the CRD is generated from, its demand is read as the
-dispatcher reads it (``mcad.core.demand``), and its wrapped objects are checked as they
-would be created (``mcad.core.wrapping``: allowed kinds, no cluster-scoped objects, no
+dispatcher reads it (``mcad.core.workload.demand``), and its wrapped objects are checked as they
+would be created (``mcad.core.life.wrapping``: allowed kinds, no cluster-scoped objects, no
 other namespace, no ServiceAccount-token Secrets unless allowed, no namespace that
-``refusedNamespaces`` or mcad's own refuses: ``mcad.core.namespaces``).
+``refusedNamespaces`` or mcad's own refuses: ``mcad.core.placement.namespaces``).
 
 One bound comes first: at most ``MAX_WRAPPED_ITEMS`` items. The webhook checks every
 item, builds every manifest and asks the hub about every wrapped kind before it answers
@@ -26,16 +26,16 @@ from mcad.api.appwrapper import AppWrapper
 from mcad.api.conversion import kept_facts, to_v1beta1
 from mcad.api.documents import parse_object
 from mcad.config import RunConfig
-from mcad.core.demand import Demand, DemandError, appwrapper_demand
-from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem
-from mcad.core.health import policy_problems
-from mcad.core.queues import QUEUE_LABEL
-from mcad.core.wrapping import (
+from mcad.core.cycle.elastic import ELASTIC_ANNOTATION, elastic_problem
+from mcad.core.life.health import policy_problems
+from mcad.core.life.wrapping import (
     Refusal,
     WrappedObject,
     wrapped_kinds,
     wrapped_objects,
 )
+from mcad.core.quota.queues import QUEUE_LABEL
+from mcad.core.workload.demand import Demand, DemandError, appwrapper_demand
 
 MAX_WRAPPED_ITEMS = 100
 """The most ``spec.resources.GenericItems`` one AppWrapper may have. A constant, not a

@@ -15,7 +15,7 @@ import pytest
 from e2e.cluster import faults
 from e2e.clusters import Cluster
 from e2e.controller import ControllerProcess, controller_with  # noqa: F401
-from mcad.core.wrapping import UID_LABEL
+from mcad.core.life.wrapping import UID_LABEL
 
 SPOKES = ("spoke-1", "spoke-2")
 SPOKE_LOST_SECONDS = 15

@@ -24,7 +24,7 @@ from e2e.cluster.topology import TestbedSpec
 from e2e.clusters import Cluster, kubectl
 from e2e.controller import SPOKE, ControllerProcess
 from e2e.waiting import wait_until
-from mcad.core.topology import HOSTNAME
+from mcad.core.workload.topology import HOSTNAME
 
 TOPOLOGY = "block=2,rack=2"
 NODES = 8

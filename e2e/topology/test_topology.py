@@ -20,8 +20,8 @@ from e2e.clusters import Cluster
 from e2e.controller import ControllerProcess, create_aw, get_aw, job_appwrapper, wait_state
 from e2e.topology.conftest import BLOCK, RACK, spoke_status
 from e2e.waiting import holds_for, wait_until
-from mcad.core.topology import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
-from mcad.core.wrapping import WORKLOAD_LABEL
+from mcad.core.life.wrapping import WORKLOAD_LABEL
+from mcad.core.workload.topology import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
 
 pytestmark = pytest.mark.usefixtures("racked")
 GPU = "nvidia.com/gpu"

@@ -33,7 +33,7 @@ from mcad.api.meta import (
     WireModel,
     field_error,
 )
-from mcad.core.topology import label_key_problem
+from mcad.core.workload.topology import label_key_problem
 
 GROUP: Final = "workload.codeflare.dev"
 VERSION: Final = "v1beta1"

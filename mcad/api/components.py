@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcad.api.conversion import V1BETA1, to_v1beta2
-from mcad.core.demand import DemandError, inferred_pod_sets
-from mcad.core.podsets import PodSetError, declared_from_wire, declared_problems
+from mcad.core.workload.demand import DemandError, inferred_pod_sets
+from mcad.core.workload.podsets import PodSetError, declared_from_wire, declared_problems
 
 _WORDS = (
     (re.compile(r"spec\.resources\.GenericItems\[(\d+)\]\.generictemplate"),

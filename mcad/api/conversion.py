@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcad.api import appwrapper, appwrapper_v1beta2, v1beta2_status
-from mcad.core.demand import DemandError, inferred_pod_sets
-from mcad.core.podsets import DeclaredPodSet, PodSetError, declared_from_wire
+from mcad.core.workload.demand import DemandError, inferred_pod_sets
+from mcad.core.workload.podsets import DeclaredPodSet, PodSetError, declared_from_wire
 
 V1BETA2_KEPT = "workload.codeflare.dev/v1beta2"
 """On a v1beta1 object: what only v1beta2 says (JSON)."""
@@ -191,7 +191,7 @@ class V1beta2Facts:
     managed_by: str | None = None
 
     def demand_pod_sets(self) -> tuple[tuple[DeclaredPodSet, ...] | None, ...] | None:
-        """What the demand counts pods by (``mcad.core.demand``): the podSets when it was
+        """What the demand counts pods by (``mcad.core.workload.demand``): the podSets when it was
         written as v1beta2 or declares some; None: v1beta1's rules."""
         if self.written_as_v1beta2 or any(self.pod_sets):
             return self.pod_sets

@@ -27,7 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
-from mcad.core.quantity import QuantityError, parse_quantity
+from mcad.core.workload.quantity import QuantityError, parse_quantity
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"

@@ -11,7 +11,7 @@ the same schema.
 Checks that need one object only live here (quantities, duplicate or empty child
 names, a parent that is one of the object's own children, the ``tree`` label); checks
 across objects (unknown parents, cycles, a node declared twice) belong to the quota
-forest in ``mcad.core.quota``.
+forest in ``mcad.core.quota.forest``.
 """
 
 from __future__ import annotations

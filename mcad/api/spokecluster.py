@@ -7,7 +7,7 @@ cluster-scoped object pointing at a Secret, in the controller's namespace, whose
 means "the hub itself" and is how single-cluster mode is declared. ``spec.labels`` are
 what an AppWrapper's ``clusterSelector`` matches; ``spec.unschedulable`` drains a spoke
 (running AppWrappers stay, new ones go elsewhere); ``spec.topology.levels`` names the
-node labels that say which nodes share a block, a rack, ... (``mcad.core.topology``).
+node labels that say which nodes share a block, a rack, ... (``mcad.core.workload.topology``).
 
 The status is the capacity the controller keeps from watching the spoke's nodes and
 pods, so ``kubectl get spoke`` answers "where is there room?" without a metrics stack.
@@ -27,7 +27,7 @@ from mcad.api.meta import (
     WireModel,
     field_error,
 )
-from mcad.core.topology import label_key_problem
+from mcad.core.workload.topology import label_key_problem
 
 GROUP: Final = "cluster.codeflare.dev"
 VERSION: Final = "v1alpha1"

@@ -32,7 +32,7 @@ import yaml
 
 from mcad.api.documents import yaml_problem
 from mcad.api.spokecluster import API_VERSION, DEFAULT_KUBECONFIG_KEY, KIND
-from mcad.core.quantity import format_quantity, parse_quantity
+from mcad.core.workload.quantity import format_quantity, parse_quantity
 from mcad.gateway import verbs
 from mcad.gateway.connection import Connection, connect, default_kubeconfig_path
 from mcad.gateway.errors import (

@@ -34,8 +34,8 @@ from mcad.controller.estimator import Plan
 from mcad.controller.leader import LeaderElector, Timings, default_identity
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.runner import Controller
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.snapshot import CycleResult, Snapshot
+from mcad.core.cycle.snapshot import CycleResult, Snapshot
+from mcad.core.placement.capacity import AppWrapperKey
 from mcad.gateway.connection import (
     Connection,
     connect,

@@ -3,8 +3,8 @@
 Why offline: a typo in a quantity or a gang larger than its pods should be found at the
 desk, not after the AppWrapper sat Pending for an hour. Each object is checked against
 the same models the CRDs are generated from, then its resource demand is read exactly
-as the dispatcher will read it (``mcad.core.demand``), and QuotaSubtrees given together
-are assembled into trees (``mcad.core.quota``) to find nodes declared twice, cycles and
+as the dispatcher will read it (``mcad.core.workload.demand``), and QuotaSubtrees given together
+are assembled into trees (``mcad.core.quota.forest``) to find nodes declared twice, cycles and
 parents that do not exist.
 
 Output: one line per valid object on stdout (kind, name, pods, total requests); one
@@ -29,8 +29,8 @@ from mcad.api.quotasubtree import QuotaSubtree
 from mcad.api.spokecluster import SpokeCluster
 from mcad.cli import manifests
 from mcad.config import ConfigError, RunConfig, load_run_config
-from mcad.core.quota import QuotaForest, QuotaNodeSpec, nodes_from_subtree
-from mcad.core.resources import ResourceList
+from mcad.core.quota.forest import QuotaForest, QuotaNodeSpec, nodes_from_subtree
+from mcad.core.workload.resources import ResourceList
 from mcad.validation import check_appwrapper
 
 

@@ -7,7 +7,7 @@ from. ``mcad wrap -f job.yaml --priority 5 --quota quota_context=team-a`` writes
 the shape of the examples: one GenericItem holding the object verbatim (less what the
 API server wrote: uid, resourceVersion, status...), and its ``custompodresources``, one
 entry per pod template (its pods, and one pod's requests and limits), read from the pod
-templates by the dispatcher's own rule (``mcad.core.demand``), so what it will be charged
+templates by the dispatcher's own rule (``mcad.core.workload.demand``), so what it will be charged
 is there to read before it is submitted. Completion is left to the kind's own condition
 (a Job's Complete, a JobSet's Completed, a PyTorchJob's Succeeded).
 
@@ -37,16 +37,16 @@ import yaml
 from mcad.cli import manifests
 from mcad.cli.cluster import label
 from mcad.config import RunConfig
-from mcad.core.demand import (
+from mcad.core.life.wrapping import APPWRAPPER_API_VERSION
+from mcad.core.quota.queues import PRIORITY_CLASS_LABEL, QUEUE_LABEL
+from mcad.core.workload.demand import (
     DemandError,
     PodTemplate,
     inferred_pod_sets,
     pod_request,
     pod_templates,
 )
-from mcad.core.queues import PRIORITY_CLASS_LABEL, QUEUE_LABEL
-from mcad.core.resources import EMPTY, ResourceList
-from mcad.core.wrapping import APPWRAPPER_API_VERSION
+from mcad.core.workload.resources import EMPTY, ResourceList
 from mcad.gateway import verbs
 from mcad.gateway.connection import connect, default_kubeconfig_path
 from mcad.gateway.errors import AlreadyExists, ApiError, BadKubeconfig, NotFound, Unreachable

@@ -31,8 +31,8 @@ from mcad.controller.clock import parse_time, rfc3339, utcnow
 from mcad.controller.objects import ObjectManager
 from mcad.controller.records import AppWrapperRecord, DispatchOrder, promise_status
 from mcad.controller.writer import HubWriter, Write
-from mcad.core.requeue import readiness_timeout
-from mcad.core.wrapping import Refusal
+from mcad.core.life.requeue import readiness_timeout
+from mcad.core.life.wrapping import Refusal
 from mcad.gateway.errors import ApiError
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ Why a cache of its own: an AppWrapper v1beta2 user sets its priority by naming a
 ``WorkloadPriorityClass`` (or a Kubernetes ``PriorityClass``) rather than a number; the
 dispatch cycle needs the number at every cycle, so the hub's classes are watched (two
 small informers: a cluster has a handful of classes; Kueue's may not be installed at all)
-and read here, never asked for per AppWrapper. ``mcad.core.queues.class_priority`` says
+and read here, never asked for per AppWrapper. ``mcad.core.quota.queues.class_priority`` says
 which class wins.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcad.core.queues import Unknown, class_priority
+from mcad.core.quota.queues import Unknown, class_priority
 
 
 @dataclass

@@ -17,7 +17,7 @@ from mcad.controller.lifecycle import RECHECK_S, Lifecycle, Next
 from mcad.controller.objects import KindNotServed, ObjectManager
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.writer import HubWriter
-from mcad.core.requeue import KIND_NOT_SERVED
+from mcad.core.life.requeue import KIND_NOT_SERVED
 from mcad.gateway.errors import ApiError
 
 CREATING = "Creating"

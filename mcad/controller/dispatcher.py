@@ -2,7 +2,7 @@
 
 Phases, as in Kueue:
 
-1. Snapshot the caches into a ``mcad.core.cycle.Snapshot`` (each record's share, its
+1. Snapshot the caches into a ``mcad.core.cycle.decide.Snapshot`` (each record's share, its
    entry, reservation and held room, is carried across cycles until the object, its
    orders, its progress or its pods change; capacity per node is kept current by the
    spoke links; the pods of dispatched AppWrappers that are not bound yet are
@@ -10,7 +10,7 @@ Phases, as in Kueue:
    dispatch, grow or shrink ordered and not yet on the hub is *assumed*: the snapshot
    counts it as done, so no cycle decides twice on the same room. While snapshotting,
    the dispatcher drops its own orders that are done or void (see ``records``).
-2. The core decides (``mcad.core.carried.CarriedCycle``: a full ``dispatch_cycle``, or
+2. The core decides (``mcad.core.cycle.carried.CarriedCycle``: a full ``dispatch_cycle``, or
    the last one carried where nothing it rests on changed).
 3. Order, never write: each decision becomes an order on the AppWrapper's record
    (``Orders``, which only the dispatcher writes), tied to the run it is for (a
@@ -48,13 +48,13 @@ from mcad.controller.records import (
 from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
-from mcad.core.backfill import BackfillRule
-from mcad.core.capacity import AppWrapperKey, ClusterCapacity, NodeName, Reservation
-from mcad.core.carried import CarriedCycle
-from mcad.core.cycle import AppWrapperEntry, CycleResult, Pending, Snapshot
-from mcad.core.demand import Demand, PodSet
-from mcad.core.resources import ResourceList
-from mcad.core.topology import TopologyPin
+from mcad.core.cycle.backfill import BackfillRule
+from mcad.core.cycle.carried import CarriedCycle
+from mcad.core.cycle.decide import AppWrapperEntry, CycleResult, Pending, Snapshot
+from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, NodeName, Reservation
+from mcad.core.workload.demand import Demand, PodSet
+from mcad.core.workload.resources import ResourceList
+from mcad.core.workload.topology import TopologyPin
 
 log = logging.getLogger(__name__)
 DEBOUNCE_S = 0.005

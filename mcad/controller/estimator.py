@@ -1,7 +1,7 @@
 """Estimated starts, refreshed from the dispatcher's last cycle (a task of the leader).
 
 Why a task of its own and not a part of every cycle: a plan plays up to ``maxCycles``
-cycles forward (``mcad.core.estimates``), tens of times the cost of the real cycle, and
+cycles forward (``mcad.core.views.estimates``), tens of times the cost of the real cycle, and
 a start estimate that is 15 s old is as useful as a fresh one. So the estimator takes
 the last cycle's snapshot and result (frozen values: safe to read from a thread), works
 out what each running AppWrapper is expected to take (``RuntimeBook``: declared, else
@@ -29,10 +29,10 @@ from mcad.config import RunConfig
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.runtimes import RuntimeBook
 from mcad.controller.state import ControllerState
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.estimates import Estimate, Estimates, estimate_starts
-from mcad.core.runtimes import RuntimeEstimate
-from mcad.core.snapshot import Admitted, AppWrapperEntry, CycleResult, Snapshot
+from mcad.core.cycle.snapshot import Admitted, AppWrapperEntry, CycleResult, Snapshot
+from mcad.core.life.runhistory import RuntimeEstimate
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.views.estimates import Estimate, Estimates, estimate_starts
 
 log = logging.getLogger(__name__)
 LastCycle = Callable[[], "tuple[Snapshot, CycleResult] | None"]

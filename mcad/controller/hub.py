@@ -25,9 +25,9 @@ from mcad.controller.informer import Informer
 from mcad.controller.records import AppWrapperRecord, key_of
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.queues import PRIORITY_CLASS_LABEL
-from mcad.core.quota import QuotaForest, QuotaNodeSpec, nodes_from_subtree
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.quota.forest import QuotaForest, QuotaNodeSpec, nodes_from_subtree
+from mcad.core.quota.queues import PRIORITY_CLASS_LABEL
 from mcad.gateway import refs
 from mcad.gateway.connection import Connection
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.state import ControllerState
-from mcad.core.wrapping import is_ours
+from mcad.core.life.wrapping import is_ours
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import Conflict, NotFound, UnknownKind

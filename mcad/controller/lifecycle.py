@@ -7,7 +7,7 @@ timer it asked for. The reconcile takes these steps in order: ``take_back`` (a l
 unreachable cluster, a requeue under way, an eviction order for this run, a changed
 spec), then creation (``controller/creation.py``), then ``resize`` (an order for this
 run), then ``follow_progress``, which reads the pods and the wrapped objects'
-conditions, asks ``mcad.core.progress`` what they mean, and applies that:
+conditions, asks ``mcad.core.life.completion`` what they mean, and applies that:
 
 - running: pod counts and PodsReady to the status, paced (``controller/pacing.py``: a
   write waits for its turn in the hub's budget, and writes what is true by then); a
@@ -53,9 +53,9 @@ from mcad.controller.pacing import StatusPace
 from mcad.controller.records import FINALIZER, AppWrapperRecord
 from mcad.controller.resets import Resets, resetting
 from mcad.controller.writer import HubWriter
-from mcad.core.health import Healthy
-from mcad.core.progress import Completed, ItemState, KeepRunning, count_pods, progress
-from mcad.core.requeue import (
+from mcad.core.life.completion import Completed, ItemState, KeepRunning, count_pods, progress
+from mcad.core.life.health import Healthy
+from mcad.core.life.requeue import (
     INSUFFICIENT_PODS_READY,
     SPEC_CHANGED,
     SPOKE_LOST,
@@ -65,7 +65,7 @@ from mcad.core.requeue import (
     force_deletion_due,
     readiness_timeout,
 )
-from mcad.core.wrapping import Refusal
+from mcad.core.life.wrapping import Refusal
 
 log = logging.getLogger(__name__)
 RECHECK_S = 2.0

@@ -32,11 +32,9 @@ from mcad.controller.records import AppWrapperRecord
 from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import HubWriter
-from mcad.core.elastic import merged, resized_manifest
-from mcad.core.health import policy_problems
-from mcad.core.namespaces import CLOSED_LABEL, closed_refusal
-from mcad.core.topology import pinned
-from mcad.core.wrapping import (
+from mcad.core.cycle.elastic import merged, resized_manifest
+from mcad.core.life.health import policy_problems
+from mcad.core.life.wrapping import (
     Refusal,
     WrappedObject,
     for_remote_spoke,
@@ -44,6 +42,8 @@ from mcad.core.wrapping import (
     owned_by,
     wrapped_objects,
 )
+from mcad.core.placement.namespaces import CLOSED_LABEL, closed_refusal
+from mcad.core.workload.topology import pinned
 from mcad.gateway import refs, verbs
 from mcad.gateway.errors import (
     AlreadyExists,

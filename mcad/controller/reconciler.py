@@ -36,7 +36,7 @@ from mcad.controller.lifecycle import Lifecycle
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
-from mcad.core.capacity import AppWrapperKey
+from mcad.core.placement.capacity import AppWrapperKey
 
 
 class Reconciler:

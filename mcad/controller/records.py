@@ -42,18 +42,18 @@ from mcad.api.conversion import V1BETA2_KEPT, V1beta2Facts, kept_facts
 from mcad.config import RunConfig
 from mcad.controller.classes import PriorityClasses
 from mcad.controller.clock import parse_time, rfc3339
-from mcad.core.capacity import AppWrapperKey, ClusterName
-from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry
-from mcad.core.demand import Demand, DemandError, appwrapper_demand
-from mcad.core.elastic import ELASTIC_ANNOTATION, elastic_problem, sized
-from mcad.core.health import PREFIX as FAULT_PREFIX
-from mcad.core.health import FaultPolicy
-from mcad.core.placement import ClusterSelector
-from mcad.core.queues import PRIORITY_CLASS_LABEL, Unknown, quota_labels
-from mcad.core.requeue import UNCOUNTED_REASONS, RequeuePolicy
-from mcad.core.snapshot import BackfillPromise, Hold, PendingReason
-from mcad.core.topology import TopologyPin
-from mcad.core.wrapping import dispatch_digest, wrapped_kinds
+from mcad.core.cycle.decide import QUEUED, Admitted, AppWrapperEntry
+from mcad.core.cycle.elastic import ELASTIC_ANNOTATION, elastic_problem, sized
+from mcad.core.cycle.snapshot import BackfillPromise, Hold, PendingReason
+from mcad.core.life.health import PREFIX as FAULT_PREFIX
+from mcad.core.life.health import FaultPolicy
+from mcad.core.life.requeue import UNCOUNTED_REASONS, RequeuePolicy
+from mcad.core.life.wrapping import dispatch_digest, wrapped_kinds
+from mcad.core.placement.capacity import AppWrapperKey, ClusterName
+from mcad.core.placement.clusters import ClusterSelector
+from mcad.core.quota.queues import PRIORITY_CLASS_LABEL, Unknown, quota_labels
+from mcad.core.workload.demand import Demand, DemandError, appwrapper_demand
+from mcad.core.workload.topology import TopologyPin
 from mcad.gateway.connection import loads
 
 FINALIZER = "workload.codeflare.dev/finalizer"
@@ -499,7 +499,7 @@ class AppWrapperRecord:
             else RequeuePolicy.from_spec(spec)
 
     def fault_policy(self, config: RunConfig) -> FaultPolicy:
-        """Its fault tolerance (``mcad.core.health``): the configured defaults, MCAD's for
+        """Its fault tolerance (``mcad.core.life.health``): the configured defaults, MCAD's for
         a v1beta1 AppWrapper that sets no annotation (``faultTolerance.mcadV1Defaults``),
         with its annotations applied. Raises ``ValueError`` with a sentence for one that does
         not parse (``mcad validate`` and the webhook refuse those)."""

@@ -20,9 +20,9 @@ from mcad.controller.clock import rfc3339, utcnow
 from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.writer import set_condition
-from mcad.core.domains import summary as topology_summary
-from mcad.core.quota import QuotaAssignment, QuotaForest
-from mcad.core.quotastatus import subtree_status, valid
+from mcad.core.placement.domains import summary as topology_summary
+from mcad.core.quota.forest import QuotaAssignment, QuotaForest
+from mcad.core.quota.status import subtree_status, valid
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError

@@ -1,4 +1,4 @@
-"""Carrying out what gang health decides (``mcad.core.health``): a step of the reconcile.
+"""Carrying out what gang health decides (``mcad.core.life.health``): a step of the reconcile.
 
 Why a module of its own: ``lifecycle`` follows a run to completion, requeue or failure
 by MCAD's rules; what AppWrapper v1beta2 adds is a second life of the same run, a
@@ -38,7 +38,8 @@ from mcad.controller.clock import parse_time, rfc3339, utcnow
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.writer import HubWriter
-from mcad.core.health import (
+from mcad.core.life.completion import ItemState
+from mcad.core.life.health import (
     FaultPolicy,
     GangState,
     GiveUp,
@@ -48,7 +49,6 @@ from mcad.core.health import (
     Reset,
     judge,
 )
-from mcad.core.progress import ItemState
 from mcad.gateway import refs, verbs
 from mcad.gateway.errors import ApiError, NotFound
 

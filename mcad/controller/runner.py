@@ -50,8 +50,8 @@ from mcad.controller.state import ControllerState
 from mcad.controller.supervisor import Supervisor, TaskFactory
 from mcad.controller.workqueue import WorkQueue, run_workers
 from mcad.controller.writer import HubWriter
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.runtimes import RuntimePolicy
+from mcad.core.life.runhistory import RuntimePolicy
+from mcad.core.placement.capacity import AppWrapperKey
 from mcad.gateway.connection import Connection, WriteFence
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The leader's memory of how long runs took, kept on the hub.
 
-Owner of the ``RuntimeHistory`` (``mcad.core.runtimes``). The lifecycle tells it each
+Owner of the ``RuntimeHistory`` (``mcad.core.life.runhistory``). The lifecycle tells it each
 completion it wrote (``completed``: only the reconciler that wrote ``Completed`` calls
 it, once per run, so a restart that lists finished AppWrappers again records nothing
 twice). The history lives in ConfigMap ``mcad-runtimes`` in mcad's namespace (key
@@ -34,7 +34,7 @@ from typing import Any
 
 from mcad import metrics
 from mcad.controller.records import AppWrapperRecord
-from mcad.core.runtimes import (
+from mcad.core.life.runhistory import (
     HISTORY_BUDGET_BYTES,
     MalformedHistory,
     RuntimeEstimate,

@@ -7,7 +7,7 @@ also watches, per wrapped kind, the objects that carry an AppWrapper uid label, 
 their conditions for completion; and the namespaces its admin closed to mcad (label
 ``cluster.codeflare.dev/closed=true``: a watch with that label selector, so only those
 few are sent). On connecting it asks who mcad is there (a SelfSubjectReview): the
-namespace of that identity, a ServiceAccount's, is closed too (``mcad.core.namespaces``).
+namespace of that identity, a ServiceAccount's, is closed too (``mcad.core.placement.namespaces``).
 Every change calls ``on_change`` with the uids of the AppWrappers it concerns, so the
 controller reacts to events, not timers.
 
@@ -42,20 +42,19 @@ from typing import Any
 from mcad.controller.clock import parse_time, utcnow
 from mcad.controller.informer import Informer
 from mcad.controller.supervisor import Supervisor
-from mcad.core.capacity import (
+from mcad.core.life.health import FailedPod, GangState, NodeHealth, NodeHealthRules
+from mcad.core.life.wrapping import UID_LABEL, reported_conditions
+from mcad.core.placement.capacity import (
     AppWrapperKey,
     ClusterCapacity,
     ClusterName,
     NodeCapacity,
-    NodeHealth,
     NodeName,
     Reservation,
 )
-from mcad.core.demand import Taint, pod_request
-from mcad.core.health import FailedPod, GangState, NodeHealthRules
-from mcad.core.namespaces import CLOSED_LABEL, identity_namespace
-from mcad.core.resources import EMPTY, ResourceList
-from mcad.core.wrapping import UID_LABEL, reported_conditions
+from mcad.core.placement.namespaces import CLOSED_LABEL, identity_namespace
+from mcad.core.workload.demand import Taint, pod_request
+from mcad.core.workload.resources import EMPTY, ResourceList
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import SHARED_VALUE_CHARS, Connection, WriteFence
 from mcad.gateway.errors import (
@@ -672,7 +671,7 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
 
 def _slim_item(ref: ResourceRef, obj: dict[str, Any]) -> dict[str, Any]:
     """A wrapped object of ``ref``'s kind as completion reads it: identity and
-    conditions (a RayJob's read off its status: ``mcad.core.wrapping.reported_conditions``;
+    conditions (a RayJob's read off its status: ``mcad.core.life.wrapping.reported_conditions``;
     the kind comes from the watch, since a list's items need not say it)."""
     meta = obj.get("metadata") or {}
     conditions = reported_conditions(ref.api_version, ref.kind, obj.get("status"))

@@ -9,8 +9,8 @@ from typing import Any
 from mcad.controller.classes import PriorityClasses
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.spoke_link import SpokeLink
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.quota import QuotaForest
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.quota.forest import QuotaForest
 
 
 @dataclass

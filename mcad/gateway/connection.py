@@ -362,7 +362,9 @@ async def connect(kubeconfig: Mapping[str, Any] | str | Path, *, name: str,
     credentials = parse_trusted(parsed, context=context, base=base)
     if credentials is not None:
         return from_credentials(credentials, name=name)
-    from kubernetes_asyncio import client as k8s_client  # noqa: PLC0415 - 36 MB, rarely
+    # Imported here, not at the top: the Kubernetes client's models take 36 MB and only a
+    # kubeconfig that parse_trusted cannot read (exec plugins, ...) needs them.
+    from kubernetes_asyncio import client as k8s_client  # noqa: PLC0415
     from kubernetes_asyncio import config as k8s_config  # noqa: PLC0415
 
     cfg = k8s_client.Configuration()

@@ -26,10 +26,16 @@ from typing import Any
 from mcad.api.visibility import GROUP_VERSION
 from mcad.controller.clock import rfc3339
 from mcad.controller.estimator import Plan
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.explain import Explanation, QueueRow, charged_quota, describe_demand, queue_rows
-from mcad.core.quota import QuotaAssignment, QuotaForest
-from mcad.core.snapshot import Admitted, CycleResult, Snapshot
+from mcad.core.cycle.snapshot import Admitted, CycleResult, Snapshot
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.quota.forest import QuotaAssignment, QuotaForest
+from mcad.core.views.explain import (
+    Explanation,
+    QueueRow,
+    charged_quota,
+    describe_demand,
+    queue_rows,
+)
 from mcad.visibility.scope import Scope, redact
 
 GPU = "nvidia.com/gpu"
@@ -82,7 +88,7 @@ def explanation(found: Explanation, snapshot: Snapshot, plan: Plan | None, scope
                 conditions: list[dict[str, Any]] | None = None,
                 estimate: tuple[datetime | None, str] | None = None,
                 dry_run: bool = False) -> dict[str, Any]:
-    """One AppWrapper taken through the checks (``mcad.core.explain``), with the estimate
+    """One AppWrapper taken through the checks (``mcad.core.views.explain``), with the estimate
     of the rule (or ``estimate``, a dry run's own) and its conditions on the hub."""
     known = known_keys(snapshot) | {str(found.key)}
 

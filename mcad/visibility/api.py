@@ -38,9 +38,9 @@ from mcad.config import RunConfig
 from mcad.controller.clock import rfc3339, utcnow
 from mcad.controller.estimator import Plan
 from mcad.controller.records import AppWrapperRecord
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.explain import explain
-from mcad.core.snapshot import CycleResult, Snapshot
+from mcad.core.cycle.snapshot import CycleResult, Snapshot
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.views.explain import explain
 from mcad.visibility import answers, dryrun
 from mcad.visibility.scope import Scope, Scopes
 

@@ -33,9 +33,9 @@ from mcad.api.conversion import V1BETA2, to_v1beta1
 from mcad.config import RunConfig
 from mcad.controller.clock import rfc3339
 from mcad.controller.records import AppWrapperRecord
-from mcad.core.cycle import dispatch_cycle
-from mcad.core.explain import Explanation, explain, with_candidate
-from mcad.core.snapshot import CycleResult, Snapshot
+from mcad.core.cycle.decide import dispatch_cycle
+from mcad.core.cycle.snapshot import CycleResult, Snapshot
+from mcad.core.views.explain import Explanation, explain, with_candidate
 from mcad.validation import check_appwrapper
 
 MAX_BODY_BYTES = 1024 * 1024

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from mcad.access import Caller, Question, Reviews
 from mcad.api.visibility import GROUP, PENDING
-from mcad.core.capacity import AppWrapperKey
+from mcad.core.placement.capacity import AppWrapperKey
 
 OTHERS = "an AppWrapper of another namespace"
 CONCURRENT_REVIEWS = 8

@@ -24,7 +24,7 @@ from mcad.api.conversion import (
     to_v1beta1,
     to_v1beta2,
 )
-from mcad.core.podsets import DeclaredPodSet
+from mcad.core.workload.podsets import DeclaredPodSet
 
 NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True)
 TIMES = st.sampled_from(["2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z", "2026-02-03T04:05:06Z"])

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from mcad.api.spokecluster import SpokeCluster
 from mcad.config import RunConfig
-from mcad.core.topology import REQUIRED_ANNOTATION
+from mcad.core.workload.topology import REQUIRED_ANNOTATION
 from mcad.validation import check_appwrapper
 from tests.builders.appwrappers import AppWrapperBuilder, make_appwrapper
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from mcad.core.capacity import (
+from mcad.core.placement.capacity import (
     AppWrapperKey,
     ClusterCapacity,
     ClusterName,
@@ -22,9 +22,9 @@ from mcad.core.capacity import (
     NodeName,
     Reservation,
 )
-from mcad.core.demand import PodSet, Taint, Toleration
-from mcad.core.resources import ResourceList
-from mcad.core.topology import HOSTNAME, TopologyPin
+from mcad.core.workload.demand import PodSet, Taint, Toleration
+from mcad.core.workload.resources import ResourceList
+from mcad.core.workload.topology import HOSTNAME, TopologyPin
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
 """The test topology's level labels (rack values repeat across blocks: b1/r1, b2/r1)."""

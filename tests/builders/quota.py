@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcad.core.quota import QuotaAssignment, QuotaCharge, QuotaForest, QuotaNodeSpec
-from mcad.core.resources import ResourceList
+from mcad.core.quota.forest import QuotaAssignment, QuotaCharge, QuotaForest, QuotaNodeSpec
+from mcad.core.workload.resources import ResourceList
 
 
 class QuotaTreeBuilder:

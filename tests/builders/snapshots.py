@@ -17,9 +17,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mcad.core.backfill import BackfillRule
-from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName
-from mcad.core.cycle import (
+from mcad.core.cycle.backfill import BackfillRule
+from mcad.core.cycle.decide import (
     QUEUED,
     Admitted,
     AppWrapperEntry,
@@ -27,14 +26,15 @@ from mcad.core.cycle import (
     Phase,
     Snapshot,
 )
-from mcad.core.demand import Demand, PodSet, appwrapper_demand
-from mcad.core.elastic import sized
-from mcad.core.placement import ClusterSelector, PlacementPolicy
-from mcad.core.quota import QuotaForest
-from mcad.core.resources import EMPTY
-from mcad.core.snapshot import BackfillPromise, Hold, PendingReason
-from mcad.core.topology import TopologyPin
-from mcad.core.victims import PreemptionPolicy
+from mcad.core.cycle.elastic import sized
+from mcad.core.cycle.snapshot import BackfillPromise, Hold, PendingReason
+from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, ClusterName
+from mcad.core.placement.clusters import ClusterSelector, PlacementPolicy
+from mcad.core.placement.victims import PreemptionPolicy
+from mcad.core.quota.forest import QuotaForest
+from mcad.core.workload.demand import Demand, PodSet, appwrapper_demand
+from mcad.core.workload.resources import EMPTY
+from mcad.core.workload.topology import TopologyPin
 from tests.builders.appwrappers import make_appwrapper
 from tests.builders.clusters import ClusterBuilder
 

@@ -21,7 +21,7 @@ from aiohttp import web
 from mcad.cli import validate
 from mcad.cli.main import main
 from mcad.config import RunConfig
-from mcad.core.resources import ResourceList
+from mcad.core.workload.resources import ResourceList
 from mcad.validation import check_appwrapper
 
 GPU = "nvidia.com/gpu"

@@ -21,8 +21,8 @@ import yaml
 
 from mcad.config import RunConfig
 from mcad.controller.records import AppWrapperRecord
-from mcad.core.cycle import AppWrapperEntry
-from mcad.core.quota import QuotaForest, nodes_from_subtree
+from mcad.core.cycle.decide import AppWrapperEntry
+from mcad.core.quota.forest import QuotaForest, nodes_from_subtree
 from tests.builders.snapshots import EPOCH, at
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mcad-v1"

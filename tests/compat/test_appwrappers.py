@@ -24,10 +24,17 @@ import pytest
 
 from mcad.config import RunConfig
 from mcad.controller.records import AppWrapperRecord
-from mcad.core.progress import Completed, ItemState, KeepRunning, Progress, count_pods, progress
-from mcad.core.requeue import Fail, Requeue, readiness_timeout
-from mcad.core.resources import ResourceList
-from mcad.core.wrapping import WrappedObject, for_remote_spoke, owned_by, wrapped_objects
+from mcad.core.life.completion import (
+    Completed,
+    ItemState,
+    KeepRunning,
+    Progress,
+    count_pods,
+    progress,
+)
+from mcad.core.life.requeue import Fail, Requeue, readiness_timeout
+from mcad.core.life.wrapping import WrappedObject, for_remote_spoke, owned_by, wrapped_objects
+from mcad.core.workload.resources import ResourceList
 from tests.compat.mcad_yaml import FIXTURES, Wire, entry_of, fixture
 
 R = ResourceList.of

@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mcad.core.cycle import dispatch_cycle
-from mcad.core.quota import (
+from mcad.core.cycle.decide import dispatch_cycle
+from mcad.core.quota.forest import (
     QuotaAssignment,
     QuotaForest,
     QuotaNodeSpec,
     QuotaProblem,
     nodes_from_subtree,
 )
-from mcad.core.resources import ResourceList
+from mcad.core.workload.resources import ResourceList
 from tests.builders.clusters import ClusterBuilder, make_cluster
 from tests.builders.snapshots import at, make_snapshot
 from tests.compat.mcad_yaml import (
@@ -224,7 +224,7 @@ PREEMPTION_CASES = [
                                        "pods"),
         spokes=lambda: [make_cluster("spoke-1").nodes(2, cpu=2, memory="8Gi").used(0, cpu=2),
                         # (room enough when empty: one that never fits leads with
-                        # that, mcad.core.lasting)
+                        # that, mcad.core.placement.lasting)
                         make_cluster("spoke-2").nodes(1, cpu=1, memory="8Gi").used(0, cpu=1)]),
 ]
 

@@ -12,10 +12,10 @@ import yaml
 from pydantic import BaseModel
 
 from mcad.config import ConfigError, RequeuingDefaults, RunConfig, load_run_config
-from mcad.core.cycle import CyclePolicy
-from mcad.core.placement import PlacementPolicy
-from mcad.core.requeue import GrowthType, RequeuePolicy
-from mcad.core.victims import PreemptionPolicy
+from mcad.core.cycle.decide import CyclePolicy
+from mcad.core.life.requeue import GrowthType, RequeuePolicy
+from mcad.core.placement.clusters import PlacementPolicy
+from mcad.core.placement.victims import PreemptionPolicy
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "base" / "mcad-config.yaml"
 

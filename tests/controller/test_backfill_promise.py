@@ -24,8 +24,8 @@ import pytest_asyncio
 from mcad.config import RunConfig
 from mcad.controller import clock
 from mcad.controller.records import AppWrapperRecord
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.snapshot import BackfillPromise
+from mcad.core.cycle.snapshot import BackfillPromise
+from mcad.core.placement.capacity import AppWrapperKey
 from mcad.gateway import watch as watch_module
 from tests.controller.seam import (
     Hub,

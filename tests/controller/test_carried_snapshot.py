@@ -26,7 +26,7 @@ from mcad.controller.records import AppWrapperRecord, EvictionOrder, key_of
 from mcad.controller.spoke_link import SpokeLink
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
-from mcad.core.capacity import AppWrapperKey
+from mcad.core.placement.capacity import AppWrapperKey
 from tests.controller.seam import job_appwrapper
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)

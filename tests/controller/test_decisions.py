@@ -19,7 +19,7 @@ import pytest_asyncio
 
 from mcad.config import RunConfig
 from mcad.controller.records import EvictionOrder, RunId
-from mcad.core.capacity import AppWrapperKey
+from mcad.core.placement.capacity import AppWrapperKey
 from mcad.gateway import watch as watch_module
 from mcad.gateway.connection import ATTEMPTS
 from mcad.gateway.transport import TransportError

@@ -26,15 +26,15 @@ from mcad.controller.estimator import Estimator, expected_ends
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.runtimes import KEY, NAME, RuntimeBook
 from mcad.controller.state import ControllerState
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.cycle import dispatch_cycle
-from mcad.core.runtimes import (
+from mcad.core.cycle.decide import dispatch_cycle
+from mcad.core.cycle.snapshot import Snapshot
+from mcad.core.life.runhistory import (
     HISTORY_BUDGET_BYTES,
     RuntimeBasis,
     RuntimeHistory,
     RuntimePolicy,
 )
-from mcad.core.snapshot import Snapshot
+from mcad.core.placement.capacity import AppWrapperKey
 from tests.builders.clusters import make_cluster
 from tests.builders.snapshots import make_entry, make_snapshot
 from tests.controller.seam import job_appwrapper

@@ -16,8 +16,8 @@ from mcad.controller import reports as reports_module
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.reports import REPORT_EVERY_S, REPORT_SHARE, Reports, pause_after
 from mcad.controller.state import ControllerState
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.resources import ResourceList
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.workload.resources import ResourceList
 from tests.builders.quota import make_tree
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]

@@ -24,8 +24,8 @@ import pytest
 
 from mcad.config import RunConfig
 from mcad.controller.records import AppWrapperRecord
-from mcad.core import health
-from mcad.core.capacity import AppWrapperKey
+from mcad.core.life import health
+from mcad.core.placement.capacity import AppWrapperKey
 from mcad.gateway import watch as watch_module
 from tests.controller.seam import (
     AW_PATH,

@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcad.controller.dispatcher import waits_on_room
-from mcad.core.capacity import AppWrapperKey, ClusterName
-from mcad.core.cycle import Admitted, AppWrapperEntry, CycleResult, Pending, Snapshot
-from mcad.core.demand import Demand, PodSet
-from mcad.core.quota import QuotaForest
-from mcad.core.resources import ResourceList
+from mcad.core.cycle.decide import Admitted, AppWrapperEntry, CycleResult, Pending, Snapshot
+from mcad.core.placement.capacity import AppWrapperKey, ClusterName
+from mcad.core.quota.forest import QuotaForest
+from mcad.core.workload.demand import Demand, PodSet
+from mcad.core.workload.resources import ResourceList
 from tests.controller.test_carried_snapshot import OPS, World
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)

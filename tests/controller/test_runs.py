@@ -26,7 +26,7 @@ import pytest
 from mcad.config import PreemptionSettings, RunConfig
 from mcad.controller.objects import PLANNED
 from mcad.controller.runner import Controller
-from mcad.core.capacity import AppWrapperKey
+from mcad.core.placement.capacity import AppWrapperKey
 from mcad.gateway import watch as watch_module
 from mcad.gateway.transport import Reply
 from tests.builders.quota import make_tree

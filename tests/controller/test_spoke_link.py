@@ -18,7 +18,7 @@ import pytest_asyncio
 
 from mcad.controller import spoke_link
 from mcad.controller.spoke_link import SpokeLink
-from mcad.core.wrapping import UID_LABEL
+from mcad.core.life.wrapping import UID_LABEL
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ServerError
 from mcad.gateway.refs import ResourceRef

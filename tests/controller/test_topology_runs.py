@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from mcad.config import RunConfig
-from mcad.core.health import AUTOPILOT_LABEL
-from mcad.core.topology import HOSTNAME
+from mcad.core.life.health import AUTOPILOT_LABEL
+from mcad.core.workload.topology import HOSTNAME
 from mcad.gateway import watch as watch_module
 from tests.controller.seam import (
     Hub,
@@ -75,7 +75,7 @@ async def test_the_pin_is_persisted_and_reaches_the_pod_template() -> None:
         assert affinity(jobs.jobs["train"]) == [{"matchExpressions": [
             {"key": BLOCK, "operator": "In", "values": ["b1"]},
             {"key": RACK, "operator": "In", "values": ["r1"]},
-            # (and off nodes whose GPUs are unhealthy: mcad.core.health)
+            # (and off nodes whose GPUs are unhealthy: mcad.core.life.health)
             {"key": AUTOPILOT_LABEL, "operator": "NotIn",
              "values": ["ERR", "EVICT", "TESTING"]}]}]
 

@@ -18,7 +18,7 @@ import pytest
 
 from mcad.api.conversion import V1BETA2_KEPT, to_v1beta1
 from mcad.config import RunConfig
-from mcad.core.capacity import AppWrapperKey
+from mcad.core.placement.capacity import AppWrapperKey
 from mcad.gateway import watch as watch_module
 from tests.controller.seam import (
     AW_PATH,

@@ -18,9 +18,9 @@ from datetime import timedelta
 
 from hypothesis import strategies as st
 
-from mcad.core.capacity import AppWrapperKey, ClusterCapacity, NodeCapacity, NodeName
-from mcad.core.cycle import Admitted, Snapshot
-from mcad.core.resources import ResourceList
+from mcad.core.cycle.decide import Admitted, Snapshot
+from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, NodeCapacity, NodeName
+from mcad.core.workload.resources import ResourceList
 
 
 def _with_cluster(snapshot: Snapshot, index: int, cluster: ClusterCapacity) -> Snapshot:

@@ -10,9 +10,9 @@ from datetime import datetime
 
 import pytest
 
-from mcad.core.backfill import BackfillPolicy, HeadReservation, may_backfill
-from mcad.core.fairness import in_order, order_key
-from mcad.core.resources import ResourceList
+from mcad.core.cycle.backfill import BackfillPolicy, HeadReservation, may_backfill
+from mcad.core.quota.fairness import in_order, order_key
+from mcad.core.workload.resources import ResourceList
 from tests.builders.snapshots import at
 
 

@@ -25,9 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.cycle import dispatch_cycle, run_cycle
-from mcad.core.snapshot import (
+from mcad.core.cycle.decide import dispatch_cycle, run_cycle
+from mcad.core.cycle.snapshot import (
     PREEMPTED,
     Admitted,
     AppWrapperEntry,
@@ -36,6 +35,7 @@ from mcad.core.snapshot import (
     PendingReason,
     Snapshot,
 )
+from mcad.core.placement.capacity import AppWrapperKey
 from tests.builders.clusters import ClusterBuilder, make_cluster
 from tests.builders.snapshots import EntryBuilder, at, make_entry, make_snapshot
 
@@ -274,7 +274,7 @@ def played(snapshot: Snapshot, *, real: dict[AppWrapperKey, float],
 
 
 def _release(cluster: object, key: AppWrapperKey) -> object:
-    from mcad.core.capacity import ClusterCapacity  # noqa: PLC0415
+    from mcad.core.placement.capacity import ClusterCapacity  # noqa: PLC0415
     assert isinstance(cluster, ClusterCapacity)
     freed = dict(cluster.held_by.get(key, ()))
     return dataclasses.replace(

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mcad.core.capacity import NodePool, blocking_taints
-from mcad.core.demand import PodSet, Taint, Toleration
-from mcad.core.resources import ResourceList
+from mcad.core.placement.capacity import NodePool, blocking_taints
+from mcad.core.workload.demand import PodSet, Taint, Toleration
+from mcad.core.workload.resources import ResourceList
 from tests.builders.clusters import ClusterBuilder, NodeBuilder, make_cluster, make_node, pod_set
 
 

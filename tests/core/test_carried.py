@@ -24,12 +24,12 @@ from datetime import timedelta
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from mcad.core.capacity import AppWrapperKey, ClusterCapacity, Reservation
-from mcad.core.carried import CarriedCycle
-from mcad.core.cycle import QUEUED, Admitted, AppWrapperEntry, Snapshot, dispatch_cycle
-from mcad.core.resources import ResourceList
-from mcad.core.snapshot import BackfillPromise, CycleResult
-from mcad.core.topology import TopologyRequest
+from mcad.core.cycle.carried import CarriedCycle
+from mcad.core.cycle.decide import QUEUED, Admitted, AppWrapperEntry, Snapshot, dispatch_cycle
+from mcad.core.cycle.snapshot import BackfillPromise, CycleResult
+from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, Reservation
+from mcad.core.workload.resources import ResourceList
+from mcad.core.workload.topology import TopologyRequest
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, demand_of, make_entry, make_snapshot

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mcad.core.cycle import CycleResult, Snapshot, dispatch_cycle
-from mcad.core.quota import QuotaForest
-from mcad.core.snapshot import SUSPENDED, PendingReason
+from mcad.core.cycle.decide import CycleResult, Snapshot, dispatch_cycle
+from mcad.core.cycle.snapshot import SUSPENDED, PendingReason
+from mcad.core.quota.forest import QuotaForest
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_forest, make_tree
 from tests.builders.snapshots import SnapshotBuilder, at, demand_of, make_entry, make_snapshot

@@ -14,14 +14,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcad.core.capacity import (
-    AppWrapperKey,
-    ClusterCapacity,
-    ClusterName,
-    NodeCapacity,
-    NodeName,
-)
-from mcad.core.cycle import (
+from mcad.core.cycle.decide import (
     QUEUED,
     Admitted,
     AppWrapperEntry,
@@ -29,11 +22,18 @@ from mcad.core.cycle import (
     Snapshot,
     dispatch_cycle,
 )
-from mcad.core.demand import Taint, Toleration
-from mcad.core.placement import PlacementPolicy
-from mcad.core.quota import QuotaAssignment, QuotaForest, QuotaNodeSpec
-from mcad.core.resources import EMPTY, ResourceList
-from mcad.core.victims import PreemptionPolicy
+from mcad.core.placement.capacity import (
+    AppWrapperKey,
+    ClusterCapacity,
+    ClusterName,
+    NodeCapacity,
+    NodeName,
+)
+from mcad.core.placement.clusters import PlacementPolicy
+from mcad.core.placement.victims import PreemptionPolicy
+from mcad.core.quota.forest import QuotaAssignment, QuotaForest, QuotaNodeSpec
+from mcad.core.workload.demand import Taint, Toleration
+from mcad.core.workload.resources import EMPTY, ResourceList
 from tests.builders.clusters import pod_set
 from tests.builders.snapshots import at, demand_of
 

@@ -9,8 +9,8 @@ Clusters are ``racks(blocks=2, racks=2, per_rack=2)`` of 8-GPU nodes (nodes 1-2 
 
 from __future__ import annotations
 
-from mcad.core.cycle import NEVER_FITS_ROOM, dispatch_cycle
-from mcad.core.topology import HOSTNAME, TopologyPin
+from mcad.core.cycle.decide import NEVER_FITS_ROOM, dispatch_cycle
+from mcad.core.workload.topology import HOSTNAME, TopologyPin
 from tests.builders.clusters import BLOCK, RACK, ClusterBuilder, make_cluster
 from tests.builders.snapshots import at, make_entry, make_snapshot
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcad.core.demand import (
+from mcad.core.workload.demand import (
     Demand,
     DemandError,
     PodSet,
@@ -22,7 +22,7 @@ from mcad.core.demand import (
     appwrapper_demand,
     pod_request,
 )
-from mcad.core.resources import ResourceList
+from mcad.core.workload.resources import ResourceList
 from tests.builders.appwrappers import container, make_appwrapper, pod_template
 
 R = ResourceList.of

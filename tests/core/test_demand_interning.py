@@ -1,13 +1,13 @@
-"""Demands' shapes and totals are interned (``mcad.core.demand``): equal ones are one
+"""Demands' shapes and totals are interned (``mcad.core.workload.demand``): equal ones are one
 object while any demand holds them, and none is kept once no demand does."""
 
 from __future__ import annotations
 
 import gc
 
-from mcad.core import demand as demand_module
-from mcad.core.demand import Demand, PodSet
-from mcad.core.resources import ResourceList
+from mcad.core.workload import demand as demand_module
+from mcad.core.workload.demand import Demand, PodSet
+from mcad.core.workload.resources import ResourceList
 
 
 def _demand(gpus: int, count: int = 2) -> Demand:

@@ -13,20 +13,21 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from mcad.core.capacity import AppWrapperKey, NodeName, NodePool
-from mcad.core.demand import Demand
-from mcad.core.domainfit import (
+from mcad.core.placement.capacity import AppWrapperKey, NodeName, NodePool
+from mcad.core.placement.clusters import ClusterBoard, choose_cluster, place
+from mcad.core.placement.domainfit import (
     DomainVerdict,
     candidates_knowing,
     domain_verdicts,
     domain_victims,
     fit_in_domains,
 )
-from mcad.core.domains import summary
-from mcad.core.placement import ClusterBoard, NoFit, Placement, choose_cluster, place
-from mcad.core.resources import ResourceList
-from mcad.core.topology import HOSTNAME, TopologyPin, TopologyRequest
-from mcad.core.victims import Holder
+from mcad.core.placement.domains import summary
+from mcad.core.placement.nodefit import NoFit, Placement
+from mcad.core.placement.victims import Holder
+from mcad.core.workload.demand import Demand
+from mcad.core.workload.resources import ResourceList
+from mcad.core.workload.topology import HOSTNAME, TopologyPin, TopologyRequest
 from tests.builders.clusters import BLOCK, RACK, ClusterBuilder, make_cluster, pod_set
 from tests.builders.snapshots import demand_of
 

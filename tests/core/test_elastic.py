@@ -9,13 +9,13 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcad.core.books import CycleBooks
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.cycle import Resize, dispatch_cycle
-from mcad.core.elastic import ShrinkCandidate, resized_manifest, shrink_plan, start_small
-from mcad.core.quota import QuotaAssignment
-from mcad.core.snapshot import Admitted, Snapshot
-from mcad.core.victims import Holder
+from mcad.core.cycle.books import CycleBooks
+from mcad.core.cycle.decide import Resize, dispatch_cycle
+from mcad.core.cycle.elastic import ShrinkCandidate, resized_manifest, shrink_plan, start_small
+from mcad.core.cycle.snapshot import Admitted, Snapshot
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.placement.victims import Holder
+from mcad.core.quota.forest import QuotaAssignment
 from tests.builders.clusters import ClusterBuilder, make_cluster
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, make_entry, make_snapshot

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.cycle import dispatch_cycle
-from mcad.core.estimates import Estimate, estimate_starts, plan
-from mcad.core.quota import QuotaAssignment
-from mcad.core.snapshot import Admitted, AppWrapperEntry, BackfillPromise, Snapshot
+from mcad.core.cycle.decide import dispatch_cycle
+from mcad.core.cycle.snapshot import Admitted, AppWrapperEntry, BackfillPromise, Snapshot
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.quota.forest import QuotaAssignment
+from mcad.core.views.estimates import Estimate, estimate_starts, plan
 from tests.builders.clusters import make_cluster
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import EntryBuilder, SnapshotBuilder, at, make_entry, make_snapshot

@@ -4,9 +4,9 @@ an estimated start only when running work declares when it ends."""
 
 from __future__ import annotations
 
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.cycle import dispatch_cycle
-from mcad.core.explain import describe_demand, explain, queue_rows, with_candidate
+from mcad.core.cycle.decide import dispatch_cycle
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.views.explain import describe_demand, explain, queue_rows, with_candidate
 from tests.builders.clusters import RACK, ClusterBuilder, make_cluster
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import EntryBuilder, at, make_entry, make_snapshot

@@ -10,13 +10,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcad.core.capacity import AppWrapperKey, NodeCapacity, NodeName, NodePool
-from mcad.core.cycle import dispatch_cycle
-from mcad.core.fairness import FairOrder, effective_priority
-from mcad.core.quota import QuotaAssignment, QuotaForest
-from mcad.core.resources import ResourceList
-from mcad.core.snapshot import AppWrapperEntry
-from mcad.core.victims import Holder, capacity_victims, gang_fits_without
+from mcad.core.cycle.decide import dispatch_cycle
+from mcad.core.cycle.snapshot import AppWrapperEntry
+from mcad.core.placement.capacity import AppWrapperKey, NodeCapacity, NodeName, NodePool
+from mcad.core.placement.victims import Holder, capacity_victims, gang_fits_without
+from mcad.core.quota.fairness import FairOrder, effective_priority
+from mcad.core.quota.forest import QuotaAssignment, QuotaForest
+from mcad.core.workload.resources import ResourceList
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, demand_of, make_entry, make_snapshot

@@ -1,4 +1,4 @@
-"""A running gang's health (``mcad.core.health``), transition by transition: a failed pod
+"""A running gang's health (``mcad.core.life.health``), transition by transition: a failed pod
 waits the failure grace, recovered within it nothing happens, past it the gang is
 reset, past the retry limit it fails; a terminal exit code fails it at once, and so does
 any code outside a listed set of retryable ones; a failed wrapped object resets at once;
@@ -13,8 +13,8 @@ from datetime import timedelta
 
 import pytest
 
-from mcad.core import health
-from mcad.core.health import (
+from mcad.core.life import health
+from mcad.core.life.health import (
     FailedPod,
     FaultPolicy,
     GangState,

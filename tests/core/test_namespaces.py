@@ -14,16 +14,16 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.carried import CarriedCycle
-from mcad.core.cycle import Snapshot, dispatch_cycle
-from mcad.core.explain import explain
-from mcad.core.namespaces import (
+from mcad.core.cycle.carried import CarriedCycle
+from mcad.core.cycle.decide import Snapshot, dispatch_cycle
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.placement.namespaces import (
     DEFAULT_PATTERNS,
     identity_namespace,
     pattern_problem,
     refused_namespace,
 )
+from mcad.core.views.explain import explain
 from tests.builders.clusters import make_cluster
 from tests.builders.snapshots import at, make_entry, make_snapshot
 

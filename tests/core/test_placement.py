@@ -9,16 +9,9 @@ from typing import Any
 
 import pytest
 
-from mcad.core.demand import Demand, Toleration
-from mcad.core.placement import (
-    ClusterSelector,
-    NoFit,
-    Placement,
-    PlacementPolicy,
-    biggest_first,
-    choose_cluster,
-    place,
-)
+from mcad.core.placement.clusters import ClusterSelector, PlacementPolicy, choose_cluster, place
+from mcad.core.placement.nodefit import NoFit, Placement, biggest_first
+from mcad.core.workload.demand import Demand, Toleration
 from tests.builders.clusters import ClusterBuilder, make_cluster, pod_set
 from tests.builders.snapshots import demand_of
 

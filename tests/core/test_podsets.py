@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from mcad.core.demand import DemandError, appwrapper_demand, inferred_pod_sets
-from mcad.core.podsets import (
+from mcad.core.life.wrapping import wrapped_objects
+from mcad.core.workload.demand import DemandError, appwrapper_demand, inferred_pod_sets
+from mcad.core.workload.podsets import (
     DeclaredPodSet,
     PodSetError,
     declared_problems,
     parse_path,
     pod_template_at,
 )
-from mcad.core.wrapping import wrapped_objects
 
 GPU = "nvidia.com/gpu"
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mcad.core import preemptor
-from mcad.core.books import CycleBooks
-from mcad.core.plans import PreemptionPlan, Refused
-from mcad.core.quota import QuotaAssignment
-from mcad.core.snapshot import Admitted, AppWrapperEntry, Snapshot
+from mcad.core.cycle import preemptor
+from mcad.core.cycle.books import CycleBooks
+from mcad.core.cycle.plans import PreemptionPlan, Refused
+from mcad.core.cycle.snapshot import Admitted, AppWrapperEntry, Snapshot
+from mcad.core.quota.forest import QuotaAssignment
 from tests.builders.clusters import make_cluster
 from tests.builders.quota import make_forest, make_tree
 from tests.builders.snapshots import SnapshotBuilder, at, make_entry, make_snapshot

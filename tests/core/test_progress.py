@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mcad.core.progress import (
+from mcad.core.life.completion import (
     Completed,
     ItemState,
     KeepRunning,
@@ -17,7 +17,7 @@ from mcad.core.progress import (
     count_pods,
     progress,
 )
-from mcad.core.requeue import Fail, Requeue, RequeuePolicy
+from mcad.core.life.requeue import Fail, Requeue, RequeuePolicy
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 POLICY = RequeuePolicy(time_in_seconds=60, max_num_requeuings=2, pause_time_in_seconds=5)

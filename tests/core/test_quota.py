@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 import yaml
 
-from mcad.core.quota import (
+from mcad.core.quota.forest import (
     QuotaAssignment,
     QuotaCharge,
     QuotaForest,
@@ -22,7 +22,7 @@ from mcad.core.quota import (
     QuotaProblem,
     nodes_from_subtree,
 )
-from mcad.core.resources import ResourceList
+from mcad.core.workload.resources import ResourceList
 from tests.builders.quota import QuotaTreeBuilder, charge_appwrapper, make_forest, make_tree
 
 R = ResourceList.of

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from mcad.core.quota import QuotaAssignment, QuotaCharge, QuotaForest, QuotaNodeSpec
-from mcad.core.resources import ResourceList
+from mcad.core.quota.forest import QuotaAssignment, QuotaCharge, QuotaForest, QuotaNodeSpec
+from mcad.core.workload.resources import ResourceList
 
 RESOURCES = ("cpu", "nvidia.com/gpu")
 TREES = ("t0", "t1")

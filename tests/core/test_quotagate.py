@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from mcad.core.quota import QuotaAssignment, QuotaForest
-from mcad.core.quotagate import QuotaAnswer, QuotaShort, check_quota
-from mcad.core.resources import ResourceList
-from mcad.core.snapshot import PendingReason
+from mcad.core.cycle.quotagate import QuotaAnswer, QuotaShort, check_quota
+from mcad.core.cycle.snapshot import PendingReason
+from mcad.core.quota.forest import QuotaAssignment, QuotaForest
+from mcad.core.workload.resources import ResourceList
 from tests.builders.quota import make_tree
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mcad.core.quota import QuotaForest, nodes_from_subtree
-from mcad.core.quotastatus import subtree_status, valid
-from mcad.core.resources import ResourceList
+from mcad.core.quota.forest import QuotaForest, nodes_from_subtree
+from mcad.core.quota.status import subtree_status, valid
+from mcad.core.workload.resources import ResourceList
 
 
 def subtree(name: str, parent: str | None, children: dict[str, int]) -> dict[str, object]:

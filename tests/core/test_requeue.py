@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mcad.core.requeue import (
+from mcad.core.life.requeue import (
     Fail,
     GrowthType,
     ReadinessDecision,

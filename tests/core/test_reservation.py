@@ -9,7 +9,7 @@ Two backfills that each leave the head's room whole cannot together take it.
 
 Property: with exact run times, the head of the line starts no later than the first
 reservation it was given, whatever the queue behind it; the plan of the future is the
-real cycle played forward (``mcad.core.estimates.plan``).
+real cycle played forward (``mcad.core.views.estimates.plan``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.cycle import dispatch_cycle, run_cycle
-from mcad.core.estimates import plan
-from mcad.core.snapshot import AppWrapperEntry, PendingReason, Snapshot
+from mcad.core.cycle.decide import dispatch_cycle, run_cycle
+from mcad.core.cycle.snapshot import AppWrapperEntry, PendingReason, Snapshot
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.views.estimates import plan
 from tests.builders.clusters import make_cluster
 from tests.builders.snapshots import EntryBuilder, at, make_entry, make_snapshot
 

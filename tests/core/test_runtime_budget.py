@@ -14,7 +14,7 @@ from datetime import datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcad.core.runtimes import HISTORY_BUDGET_BYTES, Run, RuntimeHistory
+from mcad.core.life.runhistory import HISTORY_BUDGET_BYTES, Run, RuntimeHistory
 from tests.builders.snapshots import at
 
 MIB = 1024 * 1024

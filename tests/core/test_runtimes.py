@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcad.core.runtimes import (
+from mcad.core.life.runhistory import (
     FAMILY_LABEL,
     MalformedHistory,
     RuntimeBasis,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from mcad.core.demand import DemandError, appwrapper_demand
-from mcad.core.topology import (
+from mcad.core.workload.demand import DemandError, appwrapper_demand
+from mcad.core.workload.topology import (
     PREFERRED_ANNOTATION,
     REQUIRED_ANNOTATION,
     TopologyError,

@@ -10,14 +10,22 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcad.core.capacity import AppWrapperKey, ClusterCapacity, ClusterName, NodeName, NodePool
-from mcad.core.cycle import AppWrapperEntry, Snapshot, dispatch_cycle
-from mcad.core.demand import Demand
-from mcad.core.domains import free_of, tree_of
-from mcad.core.placement import ClusterBoard, Placement, fit_gang
-from mcad.core.quota import QuotaForest
-from mcad.core.resources import EMPTY, ResourceList
-from mcad.core.topology import HOSTNAME, TopologyRequest
+from mcad.core.cycle.decide import AppWrapperEntry, Snapshot, dispatch_cycle
+from mcad.core.placement.capacity import (
+    AppWrapperKey,
+    ClusterCapacity,
+    ClusterName,
+    NodeName,
+    NodePool,
+)
+from mcad.core.placement.clusters import ClusterBoard
+from mcad.core.placement.domains import free_of, tree_of
+from mcad.core.placement.gangfit import fit_gang
+from mcad.core.placement.nodefit import Placement
+from mcad.core.quota.forest import QuotaForest
+from mcad.core.workload.demand import Demand
+from mcad.core.workload.resources import EMPTY, ResourceList
+from mcad.core.workload.topology import HOSTNAME, TopologyRequest
 from tests.builders.clusters import BLOCK, RACK, make_cluster, pod_set
 from tests.builders.snapshots import at, demand_of
 

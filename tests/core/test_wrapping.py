@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from mcad.core.progress import ItemState
-from mcad.core.wrapping import (
+from mcad.core.life.completion import ItemState
+from mcad.core.life.wrapping import (
     NAME_LABEL,
     RESOURCE_NAME_LABEL,
     UID_LABEL,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from mcad import metrics
-from mcad.core.resources import ResourceList
+from mcad.core.workload.resources import ResourceList
 from mcad.metrics import REGISTRY
 
 

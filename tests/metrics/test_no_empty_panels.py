@@ -19,9 +19,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcad import metrics
-from mcad.core.progress import ItemState, PodCounts, progress
-from mcad.core.requeue import UNCOUNTED_REASONS, Requeue, RequeuePolicy, readiness_decision
-from mcad.core.snapshot import PREEMPTED, PendingReason
+from mcad.core.cycle.snapshot import PREEMPTED, PendingReason
+from mcad.core.life.completion import ItemState, PodCounts, progress
+from mcad.core.life.requeue import UNCOUNTED_REASONS, Requeue, RequeuePolicy, readiness_decision
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAY = ROOT / "manifests" / "overlays" / "prometheus"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mcad.core.cycle import dispatch_cycle
-from mcad.core.snapshot import CycleResult, Snapshot
+from mcad.core.cycle.decide import dispatch_cycle
+from mcad.core.cycle.snapshot import CycleResult, Snapshot
 from tests.builders.clusters import make_cluster
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, make_entry, make_snapshot

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from mcad.controller.estimator import Plan
-from mcad.core.capacity import AppWrapperKey
-from mcad.core.cycle import dispatch_cycle
-from mcad.core.estimates import Estimate, Estimates
-from mcad.core.explain import explain
+from mcad.core.cycle.decide import dispatch_cycle
+from mcad.core.placement.capacity import AppWrapperKey
+from mcad.core.views.estimates import Estimate, Estimates
+from mcad.core.views.explain import explain
 from mcad.visibility import answers
 from mcad.visibility.scope import EVERYTHING, OTHERS, Scope
 from tests.builders.clusters import make_cluster

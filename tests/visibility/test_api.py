@@ -21,7 +21,7 @@ import pytest
 
 from mcad.access import Reviews
 from mcad.config import RunConfig
-from mcad.core.snapshot import CycleResult, Snapshot
+from mcad.core.cycle.snapshot import CycleResult, Snapshot
 from mcad.visibility import api
 from mcad.visibility.scope import OTHERS, Scopes
 from mcad.webhook.certmanager import CertManager, Registration

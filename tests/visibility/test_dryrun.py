@@ -13,7 +13,7 @@ import time
 import pytest
 
 from mcad.config import RunConfig
-from mcad.core.cycle import dispatch_cycle
+from mcad.core.cycle.decide import dispatch_cycle
 from mcad.visibility import dryrun
 from tests.builders.appwrappers import make_appwrapper
 from tests.builders.clusters import make_cluster
