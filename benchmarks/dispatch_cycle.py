@@ -57,7 +57,7 @@ from mcad.core.placement.capacity import (  # noqa: E402
     ClusterName,
     NodeCapacity,
     NodeName,
-    Reservation,
+    UnboundPods,
 )
 from mcad.core.placement.clusters import ClusterSelector, PlacementPolicy  # noqa: E402
 from mcad.core.placement.victims import PreemptionPolicy  # noqa: E402
@@ -101,11 +101,11 @@ def build_clusters(rng: random.Random, clusters_n: int = CLUSTERS,
                 unschedulable=n % 97 == 5,
             ))
         reservations = tuple(
-            Reservation(AppWrapperKey(f"ns/reserved-{c}-{r}"),
+            UnboundPods(AppWrapperKey(f"ns/reserved-{c}-{r}"),
                         gang(1, 4).pod_sets) for r in range(3))
         clusters.append(ClusterCapacity(
             name=ClusterName(name), nodes=tuple(nodes),
-            labels={"region": "east" if c % 2 else "west"}, reservations=reservations))
+            labels={"region": "east" if c % 2 else "west"}, unbound=reservations))
     return tuple(clusters)
 
 
@@ -196,16 +196,16 @@ def applied(snapshot: Snapshot, result: CycleResult) -> Snapshot:
     cluster), the evicted are gone (as if drained)."""
     gone = {e.key for e in result.evictions}
     by_key = {e.key: e for e in snapshot.appwrappers if e.key not in gone}
-    reserve: dict[str, list[Reservation]] = {}
+    reserve: dict[str, list[UnboundPods]] = {}
     for dispatch in result.dispatches:
         entry = by_key[dispatch.key]
         by_key[dispatch.key] = dataclasses.replace(entry, phase=Admitted(dispatch.cluster),
                                                    dispatched=snapshot.now)
         if entry.demand is not None:
             reserve.setdefault(dispatch.cluster, []).append(
-                Reservation(dispatch.key, entry.demand.pod_sets))
+                UnboundPods(dispatch.key, entry.demand.pod_sets))
     clusters = tuple(c if c.name not in reserve else dataclasses.replace(
-        c, reservations=(*c.reservations, *reserve[c.name])) for c in snapshot.clusters)
+        c, unbound=(*c.unbound, *reserve[c.name])) for c in snapshot.clusters)
     return dataclasses.replace(snapshot, appwrappers=tuple(by_key.values()), clusters=clusters)
 
 
@@ -263,13 +263,13 @@ def bind(snapshot: Snapshot, pods: int, rng: random.Random) -> Snapshot:
     rarely where the cycle's first fit reserved room for it)."""
     clusters = list(snapshot.clusters)
     for _ in range(pods):
-        waiting = [i for i, c in enumerate(clusters) if c.reservations]
+        waiting = [i for i, c in enumerate(clusters) if c.unbound]
         if not waiting:
             break
         index = rng.choice(waiting)
         cluster = clusters[index]
-        which = rng.randrange(len(cluster.reservations))
-        reservation = cluster.reservations[which]
+        which = rng.randrange(len(cluster.unbound))
+        reservation = cluster.unbound[which]
         pod_set = reservation.pod_sets[0]
         free = [(-(n.allocatable - n.requested)["nvidia.com/gpu"], n.name, i)
                 for i, n in enumerate(cluster.nodes) if n.accepts(pod_set)
@@ -286,13 +286,13 @@ def bind(snapshot: Snapshot, pods: int, rng: random.Random) -> Snapshot:
         held[reservation.key] = tuple(on.items())
         left = tuple(p for p in (dataclasses.replace(pod_set, count=pod_set.count - 1),
                                  *reservation.pod_sets[1:]) if p.count)
-        reservations = list(cluster.reservations)
+        reservations = list(cluster.unbound)
         if left:
             reservations[which] = dataclasses.replace(reservation, pod_sets=left)
         else:
             del reservations[which]
         clusters[index] = dataclasses.replace(cluster, nodes=tuple(nodes),
-                                              reservations=tuple(reservations), held_by=held)
+                                              unbound=tuple(reservations), held_by=held)
     return dataclasses.replace(snapshot, clusters=tuple(clusters))
 
 
@@ -316,7 +316,7 @@ def end(snapshot: Snapshot, pods: int, rng: random.Random,
         held = {k: v for k, v in cluster.held_by.items() if k != key}
         if on:
             held[key] = tuple(on)
-        elif not any(r.key == key for r in cluster.reservations):
+        elif not any(r.key == key for r in cluster.unbound):
             ended.add(key)
         clusters[index] = dataclasses.replace(cluster, nodes=nodes, held_by=held)
     return dataclasses.replace(snapshot, clusters=tuple(clusters))

@@ -43,6 +43,7 @@ from mcad.core.placement.namespaces import (
     refused_namespace,
 )
 from mcad.core.placement.victims import PreemptionPolicy
+from mcad.core.workload.resources import GPU
 from mcad.core.workload.topology import label_key_problem
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -177,7 +178,7 @@ class NodeHealthSettings(_Settings):
     prefer_not: list[str] = Field(default_factory=lambda: ["WARN"])
     no_schedule: list[str] = Field(default_factory=lambda: ["TESTING", "ERR"])
     no_execute: list[str] = Field(default_factory=lambda: ["EVICT"])
-    resource: str = "nvidia.com/gpu"
+    resource: str = GPU
 
     @field_validator("label")
     @classmethod

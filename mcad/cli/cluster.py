@@ -32,7 +32,9 @@ import yaml
 
 from mcad.api.documents import yaml_problem
 from mcad.api.spokecluster import API_VERSION, DEFAULT_KUBECONFIG_KEY, KIND
+from mcad.core.workload.durations import format_duration
 from mcad.core.workload.quantity import format_quantity, parse_quantity
+from mcad.core.workload.resources import GPU
 from mcad.gateway import verbs
 from mcad.gateway.connection import Connection, connect, default_kubeconfig_path
 from mcad.gateway.errors import (
@@ -49,7 +51,6 @@ SPOKE_LABEL = "cluster.codeflare.dev/spoke"
 """Label on the Secrets ``register`` writes: the SpokeCluster they belong to."""
 DEFAULT_NAMESPACE = "mcad-system"
 SECRET_SUFFIX = "-kubeconfig"
-GPU = "nvidia.com/gpu"
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -395,14 +396,7 @@ def age(timestamp: object, *, now: datetime) -> str:
         then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
     except ValueError:
         return "-"
-    seconds = max(int((now - then).total_seconds()), 0)
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 120 * 60:
-        return f"{seconds // 60}m"
-    if seconds < 48 * 3600:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
+    return format_duration(max((now - then).total_seconds(), 0), coarse=True)
 
 
 # -- talking to the hub --------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import IO, Any
 import yaml
 
 from mcad.cli.cluster import age, columns
+from mcad.core.workload.durations import format_duration
 from mcad.visibility import client as visibility
 from mcad.visibility.client import NoAnswer
 
@@ -122,15 +123,7 @@ def estimated(start: str | None, *, now: datetime) -> str:
     seconds = (moment - now).total_seconds()
     if seconds <= 0:
         return "now"
-    if seconds < 120:
-        soon = f"{int(seconds)}s"
-    elif seconds < 7200:
-        soon = f"{int(seconds // 60)}m"
-    elif seconds < 172800:
-        soon = f"{int(seconds // 3600)}h"
-    else:
-        soon = f"{int(seconds // 86400)}d"
-    return f"in {soon} ({moment.strftime('%H:%M')})"
+    return f"in {format_duration(seconds, coarse=True)} ({moment.strftime('%H:%M')})"
 
 
 def parse_moment(value: str | None) -> datetime | None:

@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 from mcad.access import Reviews
 from mcad.config import ConfigError, RunConfig, load_run_config
 from mcad.controller import heap
-from mcad.controller.estimator import Plan
+from mcad.controller.estimator import Forecast
 from mcad.controller.leader import LeaderElector, Timings, default_identity
 from mcad.controller.records import AppWrapperRecord
 from mcad.controller.runner import Controller
@@ -290,8 +290,8 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
         last = current[0].dispatcher.last if current else None
         return last if last is not None else "the controller has not run a cycle yet"
 
-    def plan() -> Plan | None:
-        return current[0].estimator.plan if current else None
+    def plan() -> Forecast | None:
+        return current[0].estimator.forecast if current else None
 
     def conditions(key: AppWrapperKey) -> list[dict[str, Any]] | None:
         rec = current[0].state.appwrappers.get(key) if current else None

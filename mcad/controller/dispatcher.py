@@ -51,7 +51,7 @@ from mcad.controller.workqueue import WorkQueue
 from mcad.core.cycle.backfill import BackfillRule
 from mcad.core.cycle.carried import CarriedCycle
 from mcad.core.cycle.decide import AppWrapperEntry, CycleResult, Pending, Snapshot
-from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, NodeName, Reservation
+from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, NodeName, UnboundPods
 from mcad.core.workload.demand import Demand, PodSet
 from mcad.core.workload.resources import ResourceList
 from mcad.core.workload.topology import TopologyPin
@@ -144,7 +144,7 @@ class Dispatcher:
         10,000 records rebuilt every cycle were a quarter of the controller's CPU while a
         backlog drained."""
         entries = []
-        reservations: dict[str, list[Reservation]] = {}
+        reservations: dict[str, list[UnboundPods]] = {}
         policy = self.config.cycle_policy()
         held: dict[str, dict[AppWrapperKey, tuple[tuple[NodeName, ResourceList], ...]]] = {}
         last, shares = self._shares, {}
@@ -287,7 +287,7 @@ class _Share:
     entry_pin: TopologyPin | None
     link: SpokeLink | None = None
     pod_epoch: int | None = None
-    reservation: Reservation | None = None
+    reservation: UnboundPods | None = None
     """Its pods not yet bound or finished: room the cluster keeps for them (None: none;
     built once per change of its pods, not once per cycle)."""
     held: tuple[tuple[NodeName, ResourceList], ...] | None = None
@@ -325,7 +325,7 @@ class _Share:
         assert self.held_demand is not None
         self.link, self.pod_epoch = link, epoch
         unbound = unplaced(self.held_demand.pod_sets, link.placed_requests_of(self.uid))
-        self.reservation = Reservation(self.key, unbound, self.entry_pin) if unbound \
+        self.reservation = UnboundPods(self.key, unbound, self.entry_pin) if unbound \
             else None
         on_nodes = link.held_by.get(self.uid)
         self.held = None if on_nodes is None else tuple(

@@ -1,14 +1,14 @@
 """Estimated starts, refreshed from the dispatcher's last cycle (a task of the leader).
 
-Why a task of its own and not a part of every cycle: a plan plays up to ``maxCycles``
+Why a task of its own and not a part of every cycle: a forecast plays up to ``maxCycles``
 cycles forward (``mcad.core.views.estimates``), tens of times the cost of the real cycle, and
 a start estimate that is 15 s old is as useful as a fresh one. So the estimator takes
 the last cycle's snapshot and result (frozen values: safe to read from a thread), works
 out what each running AppWrapper is expected to take (``RuntimeBook``: declared, else
-its family's past runs, else its namespace's, else the default), runs the plan in a
+its family's past runs, else its namespace's, else the default), runs the forecast in a
 worker thread, and keeps the answer for ``mcad queue`` and ``mcad explain``. It waits
-``everySeconds`` between plans, or ten times the last plan's duration when that is
-longer, so planning never takes more than a tenth of the controller's time.
+``everySeconds`` between forecasts, or ten times the last forecast's duration when that is
+longer, so forecasting never takes more than a tenth of the controller's time.
 
 It also measures itself: the first estimate each queued AppWrapper got is kept, and
 when that AppWrapper is dispatched the difference between the estimate and the real
@@ -33,22 +33,23 @@ from mcad.core.cycle.snapshot import Admitted, AppWrapperEntry, CycleResult, Sna
 from mcad.core.life.runhistory import RuntimeEstimate
 from mcad.core.placement.capacity import AppWrapperKey
 from mcad.core.views.estimates import Estimate, Estimates, estimate_starts
+from mcad.core.workload.durations import format_duration
 
 log = logging.getLogger(__name__)
 LastCycle = Callable[[], "tuple[Snapshot, CycleResult] | None"]
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class Forecast:
     """The estimator's last answer: when each queued AppWrapper should start."""
 
     made_at: datetime
-    """The moment of the cycle the plan started from."""
+    """The moment of the cycle the forecast started from."""
     estimates: Estimates
     runtimes: dict[AppWrapperKey, RuntimeEstimate]
     """What each AppWrapper of the snapshot was expected to run for."""
     seconds: float
-    """How long the plan took to make."""
+    """How long the forecast took to make."""
 
     def estimate(self, key: AppWrapperKey) -> Estimate | None:
         return self.estimates.starts.get(key)
@@ -59,9 +60,9 @@ class Plan:
         runs of its family)"."""
         found = self.estimates.starts.get(key)
         if found is None:
-            return None, "no estimate yet: the plan is made every few seconds"
+            return None, "no estimate yet: the forecast is made every few seconds"
         basis = found.basis
-        parts = [f"{after} runs {_duration(self.runtimes[after])} "
+        parts = [f"{after} runs {format_duration(self.runtimes[after].seconds)} "
                  f"({self.runtimes[after].describe()})"
                  for after in found.after[:3] if after in self.runtimes]
         if parts:
@@ -72,17 +73,8 @@ class Plan:
             basis += f"; give or take {max(errors):.0f}s, as their past runs went"
         own = self.runtimes.get(key)
         if own is not None and found.start is not None:
-            basis += f"; it is expected to run {_duration(own)} ({own.describe()})"
+            basis += f"; it is expected to run {format_duration(own.seconds)} ({own.describe()})"
         return found.start, basis
-
-
-def _duration(estimate: RuntimeEstimate) -> str:
-    seconds = round(estimate.seconds)
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
 
 
 class Estimator:
@@ -92,7 +84,7 @@ class Estimator:
         self.config = config
         self.book = book
         self.last_cycle = last_cycle
-        self.plan: Plan | None = None
+        self.forecast: Forecast | None = None
         self._first: dict[AppWrapperKey, tuple[str, datetime]] = {}
         """Queued AppWrapper -> (uid, its first estimated start), for the error metric."""
 
@@ -105,31 +97,31 @@ class Estimator:
             if last is None:
                 continue
             started = time.perf_counter()
-            plan = await self.refresh(*last)
-            wait = max(settings.every_seconds, 10 * plan.seconds)
-            log.debug("estimates: %d queued, %d cycles, %.2fs", len(plan.estimates.starts),
-                      plan.estimates.cycles, time.perf_counter() - started)
+            forecast = await self.refresh(*last)
+            wait = max(settings.every_seconds, 10 * forecast.seconds)
+            log.debug("estimates: %d queued, %d cycles, %.2fs", len(forecast.estimates.starts),
+                      forecast.estimates.cycles, time.perf_counter() - started)
 
-    async def refresh(self, snapshot: Snapshot, result: CycleResult) -> Plan:
-        """Plan from ``snapshot`` (whose cycle gave ``result``) and keep the answer."""
-        self.plan = await self._plan(snapshot, result, self.runtimes(snapshot))
-        metrics.observe_estimate_plan(self.plan.seconds)
-        self.score(snapshot, self.plan.estimates)
-        return self.plan
+    async def refresh(self, snapshot: Snapshot, result: CycleResult) -> Forecast:
+        """A forecast from ``snapshot`` (whose cycle gave ``result``) and keep the answer."""
+        self.forecast = await self._forecast(snapshot, result, self.runtimes(snapshot))
+        metrics.observe_estimate_plan(self.forecast.seconds)
+        self.score(snapshot, self.forecast.estimates)
+        return self.forecast
 
     async def dry_run(self, snapshot: Snapshot, result: CycleResult,
                       candidate: AppWrapperRecord) -> tuple[datetime | None, str]:
         """When ``candidate``, not submitted (``snapshot`` holds it as if created now,
-        ``result`` is the cycle on it), would start, and what that rests on: a plan of
-        its own, with the run times the last plan used for the others."""
-        last = self.plan
+        ``result`` is the cycle on it), would start, and what that rests on: a forecast of
+        its own, with the run times the last forecast used for the others."""
+        last = self.forecast
         runtimes = dict(last.runtimes) if last is not None else self.runtimes(snapshot)
         runtimes[candidate.key] = self.book.expected(candidate)
-        return (await self._plan(snapshot, result, runtimes)).describe(candidate.key)
+        return (await self._forecast(snapshot, result, runtimes)).describe(candidate.key)
 
-    async def _plan(self, snapshot: Snapshot, result: CycleResult,
-                    runtimes: dict[AppWrapperKey, RuntimeEstimate]) -> Plan:
-        """The core's plan in a worker thread (frozen values), within the policy's budget:
+    async def _forecast(self, snapshot: Snapshot, result: CycleResult,
+                    runtimes: dict[AppWrapperKey, RuntimeEstimate]) -> Forecast:
+        """The core's forecast in a worker thread (frozen values), within the policy's budget:
         running work ends as ``runtimes`` say, a queued AppWrapper runs its own."""
         settings = self.config.estimates
         default = timedelta(seconds=settings.default_runtime_seconds)
@@ -143,7 +135,7 @@ class Estimator:
             estimate_starts, snapshot, expected_end=expected_ends(snapshot, runtimes),
             runtime_of=runtime_of, horizon=timedelta(seconds=settings.horizon_seconds),
             max_steps=settings.max_cycles, first=result)
-        return Plan(snapshot.now, estimates, runtimes, time.perf_counter() - started)
+        return Forecast(snapshot.now, estimates, runtimes, time.perf_counter() - started)
 
     def runtimes(self, snapshot: Snapshot) -> dict[AppWrapperKey, RuntimeEstimate]:
         out: dict[AppWrapperKey, RuntimeEstimate] = {}
@@ -156,7 +148,7 @@ class Estimator:
 
     def score(self, snapshot: Snapshot, estimates: Estimates) -> None:
         """Observe the error of the first estimate of every AppWrapper dispatched since
-        the last plan; keep the first estimate of every newly queued one."""
+        the last forecast; keep the first estimate of every newly queued one."""
         entries = {e.key: e for e in snapshot.appwrappers}
         for key, (uid, first) in list(self._first.items()):
             entry = entries.get(key)
@@ -179,8 +171,8 @@ def expected_ends(snapshot: Snapshot, runtimes: dict[AppWrapperKey, RuntimeEstim
     for entry in snapshot.appwrappers:
         if not isinstance(entry.phase, Admitted):
             continue
-        if entry.expected_end is not None:
-            ends[entry.key] = entry.expected_end
-        elif entry.dispatched is not None and entry.key in runtimes:
-            ends[entry.key] = entry.dispatched + runtimes[entry.key].duration
+        learned = runtimes.get(entry.key)
+        end = entry.end(learned.seconds if learned is not None else None)
+        if end is not None:
+            ends[entry.key] = end
     return ends

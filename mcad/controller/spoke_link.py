@@ -50,7 +50,7 @@ from mcad.core.placement.capacity import (
     ClusterName,
     NodeCapacity,
     NodeName,
-    Reservation,
+    UnboundPods,
 )
 from mcad.core.placement.namespaces import CLOSED_LABEL, identity_namespace
 from mcad.core.workload.demand import Taint, pod_request
@@ -555,7 +555,7 @@ class SpokeLink:
         return None if entry is None else dict(entry["conditions"])
 
     # -- capacity -----------------------------------------------------------------------
-    def capacity(self, reservations: tuple[Reservation, ...] = (),
+    def capacity(self, reservations: tuple[UnboundPods, ...] = (),
                  held_by: Mapping[AppWrapperKey, tuple[tuple[NodeName, ResourceList], ...]]
                  | None = None) -> ClusterCapacity:
         nodes = []
@@ -569,7 +569,7 @@ class SpokeLink:
         return ClusterCapacity(name=ClusterName(self.name), nodes=ordered,
                                labels=dict(self.labels), ready=self.health.ready,
                                schedulable=self.schedulable and not self.leftovers,
-                               reservations=reservations,
+                               unbound=reservations,
                                kinds=self.discovery.kinds if self.discovery else None,
                                held_by=held_by or {}, topology=self.topology,
                                closed_namespaces=self.closed_namespaces,

@@ -12,7 +12,7 @@ by what the caller may list (``scope``).
 
 - ``api``: the routes, and the front-proxy check in front of them;
 - ``answers``: the one place that builds every answer (queue rows, an explanation, the
-  page's state) from the last cycle and the last plan, with one rule for the estimate;
+  page's state) from the last cycle and the last forecast, with one rule for the estimate;
 - ``scope``: what one caller may see (SubjectAccessReviews, cached), and the redaction
   of other namespaces' AppWrappers from the sentences they may see;
 - ``dryrun``: a dry run that cannot hurt the leader (bounded body, no YAML aliases,

@@ -1,13 +1,13 @@
-"""Every answer of the visibility API, built in one place from the last cycle and plan.
+"""Every answer of the visibility API, built in one place from the last cycle and forecast.
 
 Why one place: the queue rows (``mcad queue``), one AppWrapper's explanation (``mcad
 explain``, the page's detail) and the page's whole state are three views of the same
 facts, the dispatcher's last ``Snapshot`` and ``CycleResult`` and the estimator's last
-``Plan``; built in two modules they disagreed on the estimated start. Here:
+``Forecast``; built in two modules they disagreed on the estimated start. Here:
 
-- **one rule for the estimate**: the estimator's last plan says when a queued
+- **one rule for the estimate**: the estimator's last forecast says when a queued
   AppWrapper should start, and what that rests on (``estimated_start``); before the
-  first plan there is none, and a running one has none. A dry run gets a plan of its
+  first forecast there is none, and a running one has none. A dry run gets a forecast of its
   own, made the same way.
 - **one filter**: every answer takes the caller's ``Scope``; rows, running work and
   quota nodes outside it are left out, and sentences are cleaned of other namespaces'
@@ -25,7 +25,7 @@ from typing import Any
 
 from mcad.api.visibility import GROUP_VERSION
 from mcad.controller.clock import rfc3339
-from mcad.controller.estimator import Plan
+from mcad.controller.estimator import Forecast
 from mcad.core.cycle.snapshot import Admitted, CycleResult, Snapshot
 from mcad.core.placement.capacity import AppWrapperKey
 from mcad.core.quota.forest import QuotaAssignment, QuotaForest
@@ -36,15 +36,15 @@ from mcad.core.views.explain import (
     describe_demand,
     queue_rows,
 )
+from mcad.core.workload.resources import GPU
 from mcad.visibility.scope import Scope, redact
 
-GPU = "nvidia.com/gpu"
 NANO = 10**9
 Conditions = Callable[[AppWrapperKey], "list[dict[str, Any]] | None"]
 """An AppWrapper's status conditions as the hub has them (None: not known)."""
 
 
-def estimated_start(plan: Plan | None, key: AppWrapperKey) -> tuple[datetime | None, str]:
+def estimated_start(plan: Forecast | None, key: AppWrapperKey) -> tuple[datetime | None, str]:
     """When ``key`` should start and what that rests on: the one rule (module docstring)."""
     if plan is None:
         return None, ("no estimate yet: the leader makes its first plan a few seconds after "
@@ -58,7 +58,7 @@ def known_keys(snapshot: Snapshot) -> frozenset[str]:
     return frozenset(str(e.key) for e in snapshot.appwrappers)
 
 
-def pending_list(snapshot: Snapshot, result: CycleResult, plan: Plan | None, scope: Scope, *,
+def pending_list(snapshot: Snapshot, result: CycleResult, plan: Forecast | None, scope: Scope, *,
                  namespace: str | None = None) -> dict[str, Any]:
     """The queue in the order the last cycle considered it, as the caller may see it
     (only ``namespace``'s rows when given)."""
@@ -70,7 +70,7 @@ def pending_list(snapshot: Snapshot, result: CycleResult, plan: Plan | None, sco
             "metadata": {}, "cycle": rfc3339(snapshot.now), "items": items}
 
 
-def pending_item(row: QueueRow, plan: Plan | None, scope: Scope, known: Collection[str]
+def pending_item(row: QueueRow, plan: Forecast | None, scope: Scope, known: Collection[str]
                  ) -> dict[str, Any]:
     namespace, _, name = row.key.partition("/")
     found = plan.estimate(row.key) if plan is not None else None
@@ -84,7 +84,7 @@ def pending_item(row: QueueRow, plan: Plan | None, scope: Scope, known: Collecti
             else None}
 
 
-def explanation(found: Explanation, snapshot: Snapshot, plan: Plan | None, scope: Scope, *,
+def explanation(found: Explanation, snapshot: Snapshot, plan: Forecast | None, scope: Scope, *,
                 conditions: list[dict[str, Any]] | None = None,
                 estimate: tuple[datetime | None, str] | None = None,
                 dry_run: bool = False) -> dict[str, Any]:
@@ -124,7 +124,7 @@ def explanation(found: Explanation, snapshot: Snapshot, plan: Plan | None, scope
     }
 
 
-def overview(snapshot: Snapshot, result: CycleResult, plan: Plan | None, scope: Scope
+def overview(snapshot: Snapshot, result: CycleResult, plan: Forecast | None, scope: Scope
              ) -> dict[str, Any]:
     """The web view's state: the queue, what runs where, the clusters as pictures and the
     quota trees, as the caller may see them."""

@@ -36,7 +36,7 @@ from mcad.access import Caller, FrontProxy, ReviewUnavailable
 from mcad.api.visibility import EXPLANATIONS, GROUP, GROUP_VERSION, PENDING, VERSION, VIEWS
 from mcad.config import RunConfig
 from mcad.controller.clock import rfc3339, utcnow
-from mcad.controller.estimator import Plan
+from mcad.controller.estimator import Forecast
 from mcad.controller.records import AppWrapperRecord
 from mcad.core.cycle.snapshot import CycleResult, Snapshot
 from mcad.core.placement.capacity import AppWrapperKey
@@ -46,7 +46,7 @@ from mcad.visibility.scope import Scope, Scopes
 
 LastCycle = Callable[[], "tuple[Snapshot, CycleResult] | str"]
 """The last cycle, or the sentence that says why there is none (standby, starting)."""
-LastPlan = Callable[[], "Plan | None"]
+LastForecast = Callable[[], "Forecast | None"]
 DryPlan = Callable[[Snapshot, CycleResult, AppWrapperRecord],
                    Awaitable[tuple[datetime | None, str]]]
 """A plan for an AppWrapper not submitted (``Estimator.dry_run``)."""
@@ -74,7 +74,7 @@ RESOURCES = [
 ]
 
 
-def application(*, last: LastCycle, plan: LastPlan, config: RunConfig,
+def application(*, last: LastCycle, plan: LastForecast, config: RunConfig,
                 front_proxy: Callable[[], FrontProxy | None], scopes: Scopes,
                 conditions: answers.Conditions = lambda _: None,
                 dry_plan: DryPlan | None = None,

@@ -20,7 +20,7 @@ from mcad.core.placement.capacity import (
     ClusterName,
     NodeCapacity,
     NodeName,
-    Reservation,
+    UnboundPods,
 )
 from mcad.core.workload.demand import PodSet, Taint, Toleration
 from mcad.core.workload.resources import ResourceList
@@ -90,7 +90,7 @@ class ClusterBuilder:
         self._labels: dict[str, str] = {}
         self._ready = True
         self._schedulable = True
-        self._reservations: list[Reservation] = []
+        self._reservations: list[UnboundPods] = []
         self._held: dict[AppWrapperKey, list[tuple[NodeName, ResourceList]]] = {}
         self._levels: tuple[str, ...] = ()
         self._closed: frozenset[str] = frozenset()
@@ -190,7 +190,7 @@ class ClusterBuilder:
     def reserve(self, key: str, *pod_sets: PodSet,
                 pin: TopologyPin | None = None) -> ClusterBuilder:
         """Pods of a dispatched AppWrapper ``key`` not bound to a node yet."""
-        self._reservations.append(Reservation(AppWrapperKey(key), tuple(pod_sets), pin))
+        self._reservations.append(UnboundPods(AppWrapperKey(key), tuple(pod_sets), pin))
         return self
 
     def held(self, key: str, index: int, **shape: int | str) -> ClusterBuilder:
@@ -206,7 +206,7 @@ class ClusterBuilder:
                                nodes=tuple(n.obj() for n in self._nodes),
                                labels=dict(self._labels), ready=self._ready,
                                schedulable=self._schedulable,
-                               reservations=tuple(self._reservations),
+                               unbound=tuple(self._reservations),
                                held_by={k: tuple(v) for k, v in self._held.items()},
                                topology=self._levels, closed_namespaces=self._closed,
                                identity_namespace=self._identity)

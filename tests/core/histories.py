@@ -36,12 +36,12 @@ def _fits(node: NodeCapacity, requests: ResourceList) -> bool:
 def bind(snapshot: Snapshot, data: st.DataObject) -> Snapshot:
     """Some reserved pods of one cluster bind, each on a node that accepts it and has
     room for it (drawn among those), one pod at a time."""
-    with_reservations = [i for i, c in enumerate(snapshot.clusters) if c.reservations]
+    with_reservations = [i for i, c in enumerate(snapshot.clusters) if c.unbound]
     if not with_reservations:
         return snapshot
     index = data.draw(st.sampled_from(with_reservations))
     cluster = snapshot.clusters[index]
-    reservations = list(cluster.reservations)
+    reservations = list(cluster.unbound)
     nodes = list(cluster.nodes)
     held = {k: dict(v) for k, v in cluster.held_by.items()}
     for _ in range(data.draw(st.integers(1, 3))):
@@ -69,7 +69,7 @@ def bind(snapshot: Snapshot, data: st.DataObject) -> Snapshot:
         else:
             del reservations[r]
     return _with_cluster(snapshot, index, dataclasses.replace(
-        cluster, nodes=tuple(nodes), reservations=tuple(reservations),
+        cluster, nodes=tuple(nodes), unbound=tuple(reservations),
         held_by={k: tuple(v.items()) for k, v in held.items() if v}))
 
 
@@ -127,7 +127,7 @@ def completed(snapshot: Snapshot, key: AppWrapperKey) -> Snapshot:
                       if n.name in on else n for n in cluster.nodes)
         clusters.append(dataclasses.replace(
             cluster, nodes=nodes,
-            reservations=tuple(r for r in cluster.reservations if r.key != key),
+            unbound=tuple(r for r in cluster.unbound if r.key != key),
             held_by={k: v for k, v in cluster.held_by.items() if k != key}))
     return dataclasses.replace(
         snapshot, clusters=tuple(clusters),

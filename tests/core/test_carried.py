@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from mcad.core.cycle.carried import CarriedCycle
 from mcad.core.cycle.decide import QUEUED, Admitted, AppWrapperEntry, Snapshot, dispatch_cycle
 from mcad.core.cycle.snapshot import BackfillPromise, CycleResult
-from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, Reservation
+from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, UnboundPods
 from mcad.core.workload.resources import ResourceList
 from mcad.core.workload.topology import TopologyRequest
 from tests.builders.clusters import make_cluster, pod_set
@@ -46,7 +46,7 @@ def decisions(result: CycleResult) -> tuple[object, ...]:
 def applied(snapshot: Snapshot, result: CycleResult) -> Snapshot:
     """The next snapshot as the controller would see it after ``result``."""
     by_key = {e.key: e for e in snapshot.appwrappers}
-    reserve: dict[str, list[Reservation]] = {}
+    reserve: dict[str, list[UnboundPods]] = {}
     for dispatch in result.dispatches:
         entry = by_key[dispatch.key]
         pin = dispatch.placement.pin
@@ -55,12 +55,12 @@ def applied(snapshot: Snapshot, result: CycleResult) -> Snapshot:
             backfill_promise=dispatch.promise)
         if entry.demand is not None:
             reserve.setdefault(dispatch.cluster, []).append(
-                Reservation(dispatch.key, entry.demand.pod_sets, pin=pin))
+                UnboundPods(dispatch.key, entry.demand.pod_sets, pin=pin))
     for eviction in result.evictions:
         by_key[eviction.key] = dataclasses.replace(by_key[eviction.key], draining=True,
                                                    draining_for=eviction.for_key)
     clusters = tuple(c if c.name not in reserve else dataclasses.replace(
-        c, reservations=(*c.reservations, *reserve[c.name])) for c in snapshot.clusters)
+        c, unbound=(*c.unbound, *reserve[c.name])) for c in snapshot.clusters)
     return dataclasses.replace(snapshot, appwrappers=tuple(by_key.values()), clusters=clusters)
 
 
@@ -418,7 +418,7 @@ def bound_on(cluster: ClusterCapacity, key: str, node: int, **shape: int) -> Clu
     nodes[node] = dataclasses.replace(nodes[node], requested=nodes[node].requested + requests)
     return dataclasses.replace(
         cluster, nodes=tuple(nodes),
-        reservations=tuple(r for r in cluster.reservations if r.key != key),
+        unbound=tuple(r for r in cluster.unbound if r.key != key),
         held_by={**cluster.held_by, AppWrapperKey(key): ((nodes[node].name, requests),)})
 
 

@@ -18,7 +18,7 @@ from mcad.core.cycle.decide import dispatch_cycle
 from mcad.core.cycle.snapshot import Admitted, AppWrapperEntry, BackfillPromise, Snapshot
 from mcad.core.placement.capacity import AppWrapperKey
 from mcad.core.quota.forest import QuotaAssignment
-from mcad.core.views.estimates import Estimate, estimate_starts, plan
+from mcad.core.views.estimates import Estimate, estimate_starts, forecast
 from tests.builders.clusters import make_cluster
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import EntryBuilder, SnapshotBuilder, at, make_entry, make_snapshot
@@ -239,7 +239,7 @@ def test_each_estimate_is_a_moment_the_cycle_dispatches_it_in_a_plan_that_never_
     snapshot, ends, runtimes = future
     got = run(future)
     seen: set[AppWrapperKey] = set()
-    for step in plan(snapshot, expected_end=ends, runtime_of=lambda e: runtimes[e.key],
+    for step in forecast(snapshot, expected_end=ends, runtime_of=lambda e: runtimes[e.key],
                      horizon=24 * HOUR, max_steps=40):
         # Rebuilt by the plan, the snapshot's books add up: every node's requests are
         # the pods of the AppWrappers running there, each running one holds its whole
@@ -248,7 +248,7 @@ def test_each_estimate_is_a_moment_the_cycle_dispatches_it_in_a_plan_that_never_
                    if isinstance(e.phase, Admitted)}
         for cluster in step.snapshot.clusters:
             assert set(cluster.held_by) <= set(running)
-            assert not cluster.reservations
+            assert not cluster.unbound
             for node in cluster.nodes:
                 held = sum(r.get("nvidia.com/gpu", 0) for pods in cluster.held_by.values()
                            for name, r in pods if name == node.name)

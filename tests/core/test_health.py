@@ -23,8 +23,8 @@ from mcad.core.life.health import (
     Mending,
     Reset,
     judge,
-    parse_duration,
 )
+from mcad.core.workload.durations import parse_duration
 from tests.builders.snapshots import at
 
 POLICY = FaultPolicy()

@@ -9,7 +9,7 @@ Two backfills that each leave the head's room whole cannot together take it.
 
 Property: with exact run times, the head of the line starts no later than the first
 reservation it was given, whatever the queue behind it; the plan of the future is the
-real cycle played forward (``mcad.core.views.estimates.plan``).
+real cycle played forward (``mcad.core.views.estimates.forecast``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from mcad.core.cycle.decide import dispatch_cycle, run_cycle
 from mcad.core.cycle.snapshot import AppWrapperEntry, PendingReason, Snapshot
 from mcad.core.placement.capacity import AppWrapperKey
-from mcad.core.views.estimates import plan
+from mcad.core.views.estimates import forecast
 from tests.builders.clusters import make_cluster
 from tests.builders.snapshots import EntryBuilder, at, make_entry, make_snapshot
 
@@ -131,7 +131,7 @@ def test_with_exact_run_times_the_head_starts_by_its_first_reservation(
             if e.dispatched is not None}
     promised: datetime | None = None
     started: datetime | None = None
-    for step in plan(snapshot, expected_end=ends, runtime_of=exact,
+    for step in forecast(snapshot, expected_end=ends, runtime_of=exact,
                      horizon=timedelta(days=2), max_steps=200):
         if promised is None:
             books, _ = run_cycle(step.snapshot)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcad.controller.estimator import Plan
+from mcad.controller.estimator import Forecast
 from mcad.core.cycle.decide import dispatch_cycle
 from mcad.core.placement.capacity import AppWrapperKey
 from mcad.core.views.estimates import Estimate, Estimates
@@ -24,8 +24,8 @@ from tests.visibility.teams import two_teams
 TEAM_B = Scope(False, frozenset({"team-b"}))
 
 
-def plan_for(key: str, seconds: float) -> Plan:
-    return Plan(at(3600), Estimates({AppWrapperKey(key): Estimate(
+def plan_for(key: str, seconds: float) -> Forecast:
+    return Forecast(at(3600), Estimates({AppWrapperKey(key): Estimate(
         at(seconds), (AppWrapperKey("team-x/run"),), "after team-x/run ends")}, 2, at(seconds)),
         {}, 0.01)
 
@@ -107,7 +107,7 @@ def test_the_page_shows_queue_clusters_running_and_quota() -> None:
         .created(at(-30)),
         make_entry("small").job(gpu=4).labels(quota_context="root").created(at(-20))).obj()
     result = dispatch_cycle(snapshot)
-    plan = Plan(at(0), Estimates({AppWrapperKey("default/big"): Estimate(
+    plan = Forecast(at(0), Estimates({AppWrapperKey("default/big"): Estimate(
         at(600), (AppWrapperKey("default/run"),), "after default/run ends")}, 2, at(600)),
         {}, 0.01)
     page = answers.overview(snapshot, result, plan, EVERYTHING)

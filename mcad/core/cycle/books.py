@@ -14,7 +14,7 @@ What is kept:
   ``after_evictions`` (as it will be once this cycle's victims are gone: later
   preemptors look for victims there, so two never count on one), and the head of
   line's ``held_quota`` (``line``);
-- the capacity board (per-node free room, reservations placed first);
+- the capacity board (per-node free room, unbound pods placed first);
 - the running work: the admitted AppWrappers, their quota assignment, and who of them
   is evicted, shrunk or draining (never chosen twice);
 - the results, and the per-cycle caches of misfits (free room only shrinks during a

@@ -20,7 +20,7 @@ When the last cycle is carried, stated once:
    running AppWrappers, but for when one was dispatched and is expected to end (a
    dispatch the controller assumed, seen persisted; on no backfill promise: read by
    preemption and growth alone, so by readers, as room is). Room may have changed:
-   the nodes' requests (pods bound, ended), the reservations (pods of dispatched
+   the nodes' requests (pods bound, ended), the unbound pods (of dispatched
    AppWrappers not bound yet) and the pods each AppWrapper holds, as when running
    work's pods bind and end while a backlog drains. Then the books follow (rule 5).
 3. Time did not reach anything: no requeue pause ended, the head of the line did not
@@ -47,7 +47,7 @@ When the last cycle is carried, stated once:
      be dispatched, preempt or become the head of the line, the cycle runs in full. One
      whose demand or quota node is unreadable only waits, wherever it stands.
 5. Room that changed reaches only the decisions that read room, and they still only
-   wait. A decision reads room (per-node free room, cluster totals, reservations, the
+   wait. A decision reads room (per-node free room, cluster totals, unbound pods, the
    pods each AppWrapper holds) only in placement, preemption, an elastic start or
    growth, the head of the line's hold (its nodes, or the cluster closed to those
    behind it) and a preemptor holding room while its victims go. A decision that ends
@@ -332,7 +332,7 @@ def _wake_at(memo: _Memo, promised: list[datetime]) -> datetime | None:
     return min(moments, default=None)
 
 
-_ROOM = ("nodes", "reservations", "held_by")
+_ROOM = ("nodes", "unbound", "held_by")
 _CLUSTER_FACTS = tuple(f.name for f in fields(ClusterCapacity)
                        if f.compare and f.name not in _ROOM)
 """What a cluster is, room aside (a field added to ``ClusterCapacity`` is compared)."""
@@ -344,7 +344,7 @@ _NODE_FACTS = tuple(f.name for f in fields(NodeCapacity)
 def _room_changes(old: tuple[ClusterCapacity, ...], new: tuple[ClusterCapacity, ...]
                   ) -> list[ClusterCapacity] | None:
     """The clusters of ``new`` whose room alone changed (their nodes' requests, their
-    reservations, where their AppWrappers' pods are held); None when anything else
+    unbound pods, where their AppWrappers' pods are held); None when anything else
     about a cluster changed (a node added, gone, cordoned or relabelled, a cluster's
     labels, readiness, kinds or namespaces). The nodes, many, by identity first: the
     controller keeps a node's capacity while nothing on it changes."""
@@ -356,7 +356,7 @@ def _room_changes(old: tuple[ClusterCapacity, ...], new: tuple[ClusterCapacity, 
             continue
         if any(getattr(a, name) != getattr(b, name) for name in _CLUSTER_FACTS):
             return None
-        room = a.reservations != b.reservations or a.held_by != b.held_by
+        room = a.unbound != b.unbound or a.held_by != b.held_by
         if a.nodes is not b.nodes:
             if len(a.nodes) != len(b.nodes):
                 return None

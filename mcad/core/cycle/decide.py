@@ -22,8 +22,8 @@ Phases:
 1. The running AppWrappers are charged to the books' quota (they hold quota); they are
    the eviction candidates; one suspended (``spec.suspend``) is taken back (an eviction,
    reason Suspended). Their pods already hold capacity, through the nodes'
-   requests or the clusters' reservations (the board was built with the books: per-node
-   free room, every cluster's reservations placed first). Those started by reservation
+   requests or the clusters' unbound pods (the board was built with the books: per-node
+   free room, every cluster's unbound pods placed first). Those started by reservation
    backfill whose promise to a still-waiting head came due are noted
    (``mcad.core.cycle.promises.broken_promises``).
 2. The queued AppWrappers are ordered: within quota first, then fair shares (plain
@@ -48,7 +48,7 @@ from those caches. Cluster totals reject a gang before any node is looked at.
 
 Contract with the caller: ``Snapshot.quota`` has no usage of the snapshot's admitted
 AppWrappers (the cycle charges them); clusters carry bound pods in node requests and
-dispatched-but-unbound pods as reservations, and (for preemption) each admitted
+dispatched-but-unbound pods as ``unbound``, and (for preemption) each admitted
 AppWrapper's bound pods in ``held_by``.
 """
 

@@ -43,7 +43,7 @@ from mcad.core.placement.nodefit import Placement
 from mcad.core.placement.victims import Holder
 from mcad.core.quota.forest import QuotaAssignment, QuotaForest
 from mcad.core.workload.demand import Demand
-from mcad.core.workload.resources import ResourceList
+from mcad.core.workload.resources import GPU, ResourceList
 
 ELASTIC_ANNOTATION = "workload.codeflare.dev/elastic"
 GROW, SHRINK = "Grow", "Shrink"
@@ -147,7 +147,7 @@ def shrink_plan(demand: Demand, pool: NodePool,
     for candidate in candidates:
         nodes = nodes_of[candidate.holder.key]
         per_pod = candidate.per_pod
-        main = "nvidia.com/gpu" if per_pod.get("nvidia.com/gpu") else "cpu"
+        main = GPU if per_pod.get(GPU) else "cpu"
         nodes.sort(key=lambda node: trial.free_on(node, main))
         size, gone = candidate.admitted, []
         while size > candidate.minimum and nodes:

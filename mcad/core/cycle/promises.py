@@ -37,16 +37,6 @@ from mcad.core.workload.demand import Demand
 from mcad.core.workload.resources import ResourceList
 
 
-def expected_end(entry: AppWrapperEntry) -> datetime | None:
-    """When an admitted AppWrapper should end: declared, else its dispatch plus its
-    expected run time; None: not known."""
-    if entry.expected_end is not None:
-        return entry.expected_end
-    if entry.dispatched is not None and entry.expected_runtime is not None:
-        return entry.dispatched + timedelta(seconds=entry.expected_runtime)
-    return None
-
-
 def place_key(cluster: str, node: str) -> str:
     return f"{cluster}/{node}"
 
@@ -133,7 +123,7 @@ def promise(board: ClusterBoard, head: AppWrapperEntry, demand: Demand,
     enough room for it (see the module docstring)."""
     ends: dict[str, list[tuple[datetime, AppWrapperKey]]] = {}
     for entry in running:
-        end = expected_end(entry) if isinstance(entry.phase, Admitted) else None
+        end = entry.end(entry.expected_runtime) if isinstance(entry.phase, Admitted) else None
         if end is not None and isinstance(entry.phase, Admitted):
             ends.setdefault(entry.phase.cluster, []).append((max(end, now), entry.key))
     best: Promise | None = None

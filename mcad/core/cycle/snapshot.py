@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -162,6 +162,16 @@ class AppWrapperEntry:
         except (OverflowError, ValueError):
             since = float("-inf")
         object.__setattr__(self, "since", since)
+
+    def end(self, runtime: float | None) -> datetime | None:
+        """When it should end, admitted: its declared end, else its dispatch plus
+        ``runtime`` seconds (its ``expected_runtime``, or a run time the caller learned);
+        None: not known. The one rule for reservation backfill and start estimates."""
+        if self.expected_end is not None:
+            return self.expected_end
+        if self.dispatched is not None and runtime is not None:
+            return self.dispatched + timedelta(seconds=runtime)
+        return None
 
 
 @dataclass(frozen=True, slots=True)

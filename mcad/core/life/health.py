@@ -35,14 +35,15 @@ Everything is a function of its arguments: ``now`` comes in, nothing reads a clo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import IntEnum
 from typing import Any
 
+from mcad.core.workload.durations import parse_duration
 from mcad.core.workload.podsets import rewrite_pod_templates
+from mcad.core.workload.resources import GPU
 
 PREFIX = "workload.codeflare.dev.appwrapper/"
 ADMISSION_GRACE = PREFIX + "admissionGracePeriodDuration"
@@ -70,31 +71,6 @@ TERMINAL_EXIT_CODE = "TerminalExitCode"
 NODE_EVICT = "AutopilotNoExecute"
 INSUFFICIENT_PODS = "InsufficientPodsReady"
 RETRY_LIMIT_REACHED = "RetryLimitExceeded"
-
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
-          "d": 86400.0}
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go duration (``90s``, ``1m30s``, ``1.5h``; ``d`` for days as well).
-    Raises ``ValueError`` when it is not one."""
-    value = text.strip()
-    if value in ("0", "+0", "-0"):
-        return 0.0
-    if not value or value.startswith("-"):
-        raise ValueError(f"{text!r} is not a duration of zero or more (e.g. 90s, 5m, 1h30m)")
-    value = value.removeprefix("+")
-    total, at = 0.0, 0
-    for match in _DURATION.finditer(value):
-        if match.start() != at:
-            break
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        at = match.end()
-    if at != len(value) or at == 0:
-        raise ValueError(f"{text!r} is not a duration (e.g. 90s, 5m, 1h30m)")
-    return total
-
 
 def parse_exit_codes(text: str) -> frozenset[int]:
     codes: set[int] = set()
@@ -380,7 +356,7 @@ class NodeHealthRules:
     prefer_not: frozenset[str] = frozenset({"WARN"})
     no_schedule: frozenset[str] = frozenset({"TESTING", "ERR"})
     no_execute: frozenset[str] = frozenset({"EVICT"})
-    resource: str = "nvidia.com/gpu"
+    resource: str = GPU
 
     def of(self, labels: Mapping[str, str]) -> NodeHealth:
         value = labels.get(self.label)

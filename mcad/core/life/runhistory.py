@@ -44,6 +44,8 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from mcad.core.workload.durations import format_duration
+
 FAMILY_LABEL = "workload.codeflare.dev/family"
 """The label that names a job's family outright. In the AppWrapper's own API group, so
 it reads as part of the AppWrapper's contract, not a borrowed convention (the
@@ -124,7 +126,7 @@ class RuntimeEstimate:
         rests on."""
         plural = "s" if self.runs != 1 else ""
         spread = "" if self.spread is None or self.runs < 2 else \
-            f", {_short(self.spread[0])} to {_short(self.spread[1])}"
+            f", {format_duration(self.spread[0])} to {format_duration(self.spread[1])}"
         return {RuntimeBasis.DECLARED: "as its dispatchDuration.expected declares",
                 RuntimeBasis.FAMILY: f"from {self.runs} past run{plural} of its family"
                                      f"{spread}",
@@ -132,15 +134,6 @@ class RuntimeEstimate:
                                         f"{spread}",
                 RuntimeBasis.DEFAULT: "the policy's default: no past runs to go by",
                 }[self.basis]
-
-
-def _short(seconds: float) -> str:
-    whole = round(seconds)
-    if whole < 120:
-        return f"{whole}s"
-    if whole < 7200:
-        return f"{whole // 60}m"
-    return f"{whole // 3600}h{(whole % 3600) // 60:02d}m"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,10 @@ nodes cannot hold one 8-GPU pod. So capacity is kept per node, and a pod set is
 fitted node by node (``NodePool``).
 
 Per-node free = allocatable - requested (non-terminal pods bound to the node) - what
-the cluster's *reservations* take: pods of AppWrappers already dispatched but not yet
-bound, which will land somewhere soon. Reservations are placed first, first-fit in
+the cluster's *unbound pods* take: pods of AppWrappers already dispatched but not yet
+bound, which will land somewhere soon. They are placed first, first-fit in
 the same order a new AppWrapper would be placed, so a dispatch never counts on room
-that an earlier dispatch already claimed. Reservation pods that fit nowhere are
+that an earlier dispatch already claimed. Unbound pods that fit nowhere are
 dropped from the per-node view (they are pending in the cluster and claim nothing
 yet).
 
@@ -81,7 +81,7 @@ class NodeCapacity:
 
     @property
     def free(self) -> ResourceList:
-        """Allocatable minus requested, never below zero (reservations not included)."""
+        """Allocatable minus requested, never below zero (unbound pods not included)."""
         return (self.allocatable - self.requested).clamp_zero()
 
     def selects(self, node_selector: Iterable[tuple[str, str]]) -> bool:
@@ -96,8 +96,10 @@ class NodeCapacity:
 
 
 @dataclass(frozen=True, slots=True)
-class Reservation:
-    """Pods of a dispatched AppWrapper that are not bound to a node yet."""
+class UnboundPods:
+    """Pods of a dispatched AppWrapper that are not bound to a node yet: room they will
+    take soon, so the cycle places them first (not to be confused with the head of the
+    line's reservation, ``mcad.core.cycle.backfill.HeadReservation``)."""
 
     key: AppWrapperKey
     pod_sets: tuple[PodSet, ...]
@@ -114,7 +116,7 @@ class ClusterCapacity:
     labels: Mapping[str, str] = field(default_factory=dict)
     ready: bool = True
     schedulable: bool = True
-    reservations: tuple[Reservation, ...] = ()
+    unbound: tuple[UnboundPods, ...] = ()
     kinds: frozenset[tuple[str, str]] | None = None
     """The (apiVersion, kind) pairs the cluster serves; None when not known (then any)."""
     held_by: Mapping[AppWrapperKey, tuple[tuple[NodeName, ResourceList], ...]] = field(
@@ -157,11 +159,11 @@ class ClusterCapacity:
         return _sum(n.requested for n in self.nodes if n.usable)
 
     def free(self) -> ResourceList:
-        """Free room on nodes that take new pods, after placing the reservations."""
+        """Free room on nodes that take new pods, after placing the unbound pods."""
         return ResourceList(NodePool.of(self).free_total())
 
     def node_free(self) -> dict[NodeName, ResourceList]:
-        """Free room per usable node after placing the reservations."""
+        """Free room per usable node after placing the unbound pods."""
         pool = NodePool.of(self)
         return {name: ResourceList(free) for name, free in zip(pool.names, pool.free,
                                                                 strict=True)}
@@ -233,14 +235,14 @@ class NodePool:
 
     @classmethod
     def of(cls, cluster: ClusterCapacity) -> NodePool:
-        """The pool of ``cluster`` with its reservations already placed (a pinned one
+        """The pool of ``cluster`` with its unbound pods already placed (a pinned one
         inside its domains)."""
         pool = cls(cluster.nodes, cluster.topology)
-        for reservation in cluster.reservations:
-            pin = reservation.pin
+        for unbound in cluster.unbound:
+            pin = unbound.pin
             target = pool if pin is None else pool.within(
                 i for i, node in enumerate(pool.nodes) if pin.holds(node.labels))
-            for pod_set in reservation.pod_sets:
+            for pod_set in unbound.pod_sets:
                 target.take(pod_set, target.fit(pod_set, pod_set.count, partial=True))
         return pool
 

@@ -141,7 +141,7 @@ class ClusterBoard:
 
     def renew(self, cluster: ClusterCapacity) -> None:
         """Take ``cluster``'s room anew: the same cluster (name, nodes, labels, every fact
-        but room) whose nodes' requests, reservations or held pods changed. Its pool is
+        but room) whose nodes' requests, unbound pods or held pods changed. Its pool is
         built again from it; what was derived from its nodes alone (their topology
         domains, the empty pool) is kept."""
         i = self._index[cluster.name]
@@ -289,7 +289,7 @@ class ClusterBoard:
 
 
 def place(demand: Demand, cluster: ClusterCapacity) -> Placement | NoFit:
-    """Where ``demand``'s pods would go on ``cluster`` (reservations placed first)."""
+    """Where ``demand``'s pods would go on ``cluster`` (unbound pods placed first)."""
     if not cluster.usable:
         return NoFit(f"cluster {cluster.name} is "
                      f"{'not ready' if not cluster.ready else 'not schedulable'}")

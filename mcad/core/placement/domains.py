@@ -24,9 +24,8 @@ from typing import Any
 
 from mcad.core.placement.capacity import ClusterCapacity, NodePool
 from mcad.core.workload.quantity import format_quantity
+from mcad.core.workload.resources import GPU
 from mcad.core.workload.topology import HOSTNAME, level_name
-
-GPU = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +174,7 @@ class TopologySummary:
 
 def summary(cluster: ClusterCapacity, resource: str = GPU) -> TopologySummary:
     """Free ``resource`` per domain of every declared level but the nodes themselves, and
-    how much of the free room is on partly used nodes (reservations placed first)."""
+    how much of the free room is on partly used nodes (unbound pods placed first)."""
     pool = NodePool.of(cluster)
     whole = [i for i, node in enumerate(pool.nodes)
              if node.allocatable.get(resource, 0) > 0

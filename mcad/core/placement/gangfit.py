@@ -3,7 +3,7 @@
 A gang that asks for a topology is fitted inside its domains
 (``mcad.core.placement.domainfit``), any other anywhere on the nodes
 (``mcad.core.placement.nodefit``). Everything that asks "does it fit here?" asks here:
-placement, holding room for a preemptor, reservations, estimates, explain.
+placement, holding room for a preemptor, the head's reservation, estimates, explain.
 """
 
 from __future__ import annotations

@@ -28,9 +28,7 @@ from datetime import datetime
 from mcad.core.placement.capacity import AppWrapperKey, NodeName, NodePool
 from mcad.core.placement.nodefit import fit_pods
 from mcad.core.workload.demand import Demand
-from mcad.core.workload.resources import ResourceList
-
-GPU = "nvidia.com/gpu"
+from mcad.core.workload.resources import GPU, ResourceList
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,7 @@ from typing import Any
 
 from mcad.core.quota.forest import QuotaForest
 from mcad.core.workload.quantity import format_quantity
-from mcad.core.workload.resources import ResourceList
-
-GPU = "nvidia.com/gpu"
+from mcad.core.workload.resources import GPU, ResourceList
 
 
 def subtree_status(obj: Mapping[str, Any], forest: QuotaForest,

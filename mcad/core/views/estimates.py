@@ -1,24 +1,24 @@
-"""When will my job start? A plan of the future, made by the real cycle.
+"""When will my job start? A forecast of the future, made by the real cycle.
 
 ``estimate_starts`` plays the queue forward: from the running AppWrappers' expected
 ends (``mcad.core.life.runhistory`` says how long each runs), it repeatedly takes the earliest
 end, advances ``now`` to it, takes the AppWrapper that ended out of the snapshot (its
-quota charge, its pods on their nodes, its reservations) and runs ``dispatch_cycle`` on
-what is left. Whatever that cycle dispatches starts then, in the plan, and runs for its
+quota charge, its pods on their nodes, its unbound pods) and runs ``dispatch_cycle`` on
+what is left. Whatever that cycle dispatches starts then, in the forecast, and runs for its
 own expected run time. So quota, node-level fit, priority, fair share and the head of
 the line's reservation are exactly the cycle's: nothing here re-implements a decision,
 and an estimate changes when the cycle's rules do.
 
-What the plan assumes, stated once:
+What the forecast assumes, stated once:
 
 - running work ends at its expected end (``expected_end``; one already past it ends at
   once, the most hopeful guess, corrected on the next refresh); running work with no
   expected end runs on past the horizon;
-- AppWrappers being taken back (draining, or evicted by any cycle of the plan) are gone
-  at once, and not requeued in the plan;
+- AppWrappers being taken back (draining, or evicted by any cycle of the forecast) are gone
+  at once, and not requeued in the forecast;
 - no preemption after the first cycle (which is the real one, at the real ``now``), but
   for backfills evicted when their promise to a waiting head comes due: the
-  plan is what happens if everything runs to its end; an AppWrapper that would evict
+  forecast is what happens if everything runs to its end; an AppWrapper that would evict
   someone later is estimated as if it waited (an upper bound for it);
 - elastic AppWrappers keep the size they start with (growth is not planned);
 - a requeue pause ending is a moment of its own (the AppWrapper may go then), and so is
@@ -49,7 +49,7 @@ from mcad.core.cycle.snapshot import (
     Pending,
     Snapshot,
 )
-from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, NodeName, Reservation
+from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, NodeName, UnboundPods
 from mcad.core.placement.victims import PreemptionPolicy
 from mcad.core.workload.resources import ResourceList
 
@@ -73,17 +73,17 @@ class Estimate:
 
 @dataclass(frozen=True, slots=True)
 class Estimates:
-    """The plan's answer for every queued AppWrapper of the snapshot."""
+    """The forecast's answer for every queued AppWrapper of the snapshot."""
 
     starts: Mapping[AppWrapperKey, Estimate]
     cycles: int
     """Cycles run, the first (at the real ``now``) included."""
     reached: datetime
-    """The last moment the plan simulated."""
+    """The last moment the forecast simulated."""
 
 
 @dataclass(frozen=True)
-class PlanStep:
+class ForecastStep:
     """One simulated cycle: at ``now``, after ``ended`` were taken out, the cycle ran on
     ``snapshot`` and gave ``result`` (``index`` 0: the real cycle, at the real now)."""
 
@@ -98,7 +98,7 @@ def estimate_starts(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, 
                     runtime_of: RuntimeOf, horizon: timedelta, max_steps: int,
                     first: CycleResult | None = None) -> Estimates:
     """When each queued AppWrapper of ``snapshot`` is expected to start (see the module
-    docstring for what the plan assumes and what it costs).
+    docstring for what the forecast assumes and what it costs).
 
     ``expected_end``: when each running AppWrapper is expected to end; ``runtime_of``:
     how long a queued one runs once started; ``first``: the cycle's result on
@@ -108,7 +108,7 @@ def estimate_starts(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, 
     found: dict[AppWrapperKey, Estimate] = {}
     last: dict[AppWrapperKey, Pending] = {}
     cycles, reached = 0, snapshot.now
-    steps = plan(snapshot, expected_end=expected_end, runtime_of=runtime_of,
+    steps = forecast(snapshot, expected_end=expected_end, runtime_of=runtime_of,
                  horizon=horizon, max_steps=max_steps, first=first)
     while True:
         try:
@@ -129,9 +129,9 @@ def estimate_starts(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, 
     return Estimates({k: found[k] for k in queued}, cycles, reached)
 
 
-def plan(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, datetime],
+def forecast(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, datetime],
          runtime_of: RuntimeOf, horizon: timedelta, max_steps: int,
-         first: CycleResult | None = None) -> Generator[PlanStep, None, str]:
+         first: CycleResult | None = None) -> Generator[ForecastStep, None, str]:
     """The simulated cycles, the first at ``snapshot.now``: at most ``max_steps``, none
     past ``now + horizon``, none once nothing is queued or nothing more ends. Returns
     why it stopped, as the end of a sentence about an AppWrapper it did not place."""
@@ -148,7 +148,7 @@ def plan(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, datetime],
             else:
                 ends[entry.key] = max(end, now)
     result = dispatch_cycle(snapshot) if first is None else first
-    yield PlanStep(0, now, (), snapshot, result)
+    yield ForecastStep(0, now, (), snapshot, result)
     current = _started(snapshot, result, runtime_of, ends)
     for eviction in result.evictions:
         ends[eviction.key] = now
@@ -175,7 +175,7 @@ def plan(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, datetime],
             del ends[key]
         current = dataclasses.replace(_without(current, ended), now=moment)
         result = dispatch_cycle(current)
-        yield PlanStep(index, moment, ended, current, result)
+        yield ForecastStep(index, moment, ended, current, result)
         current = _started(current, result, runtime_of, ends)
         for eviction in result.evictions:  # a backfill's promise broken: gone at once
             ends[eviction.key] = moment
@@ -183,7 +183,7 @@ def plan(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, datetime],
             f"(it reached {current.now.isoformat()})")
 
 
-def _basis(step: PlanStep) -> str:
+def _basis(step: ForecastStep) -> str:
     if step.index == 0:
         return "dispatched in this cycle"
     if not step.ended:
@@ -231,12 +231,12 @@ def _bind(cluster: ClusterCapacity,
     reservation when the placement did not name them)."""
     add: dict[NodeName, ResourceList] = {}
     held = dict(cluster.held_by)
-    reservations = list(cluster.reservations)
+    unbound = list(cluster.unbound)
     for key, dispatch, entry in started:
         per_node = dispatch.placement.node_requests()
         if not per_node:
             assert entry.demand is not None
-            reservations.append(Reservation(key, entry.demand.pod_sets,
+            unbound.append(UnboundPods(key, entry.demand.pod_sets,
                                             dispatch.placement.pin))
             continue
         held[key] = tuple(per_node.items())
@@ -245,16 +245,16 @@ def _bind(cluster: ClusterCapacity,
     nodes = tuple(dataclasses.replace(n, requested=n.requested + add[n.name])
                   if n.name in add else n for n in cluster.nodes)
     return dataclasses.replace(cluster, nodes=nodes, held_by=held,
-                               reservations=tuple(reservations))
+                               unbound=tuple(unbound))
 
 
 def _without(snapshot: Snapshot, ended: tuple[AppWrapperKey, ...]) -> Snapshot:
     """``snapshot`` without the ``ended`` AppWrappers: their quota (the cycle charges
-    only the admitted AppWrappers listed), their bound pods and their reservations."""
+    only the admitted AppWrappers listed), their bound pods and their unbound pods."""
     gone = set(ended)
     entries = tuple(e for e in snapshot.appwrappers if e.key not in gone)
     clusters = tuple(_release(c, gone) if gone & (set(c.held_by) | {r.key for r in
-                                                                       c.reservations})
+                                                                       c.unbound})
                      else c for c in snapshot.clusters)
     return dataclasses.replace(snapshot, appwrappers=entries, clusters=clusters)
 
@@ -269,4 +269,4 @@ def _release(cluster: ClusterCapacity, gone: set[AppWrapperKey]) -> ClusterCapac
     return dataclasses.replace(
         cluster, nodes=nodes,
         held_by={k: v for k, v in cluster.held_by.items() if k not in gone},
-        reservations=tuple(r for r in cluster.reservations if r.key not in gone))
+        unbound=tuple(r for r in cluster.unbound if r.key not in gone))

@@ -40,6 +40,7 @@ from mcad.core.placement.nodefit import NoFit
 from mcad.core.quota.forest import DEFAULT_NODE, QuotaAssignment, QuotaForest, QuotaProblem
 from mcad.core.workload.demand import Demand
 from mcad.core.workload.quantity import format_quantity
+from mcad.core.workload.resources import GPU
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def describe_demand(demand: Demand | None) -> str:
         return "invalid"
     parts = []
     for pod_set in demand.pod_sets:
-        gpus = pod_set.requests.get("nvidia.com/gpu", 0) // 10**9
+        gpus = pod_set.requests.get(GPU, 0) // 10**9
         if gpus:
             parts.append(f"{pod_set.count}x{gpus} GPU")
         else:

@@ -21,6 +21,10 @@ from collections.abc import (
 
 from mcad.core.workload.quantity import format_quantity, parse_quantity
 
+GPU = "nvidia.com/gpu"
+"""The GPU resource: what is weighed first in placement, counted in victims, shown in
+views and watched for health (one name for it, everywhere in mcad)."""
+
 
 class ResourceList(Mapping[str, int]):
     """An immutable mapping of resource name to nano-units; zero entries are dropped."""
@@ -172,7 +176,7 @@ _ITEMS = operator.attrgetter("_items")
 
 
 def _keyword_name(keyword: str) -> str:
-    aliases = {"nvidia_com_gpu": "nvidia.com/gpu", "gpu": "nvidia.com/gpu",
+    aliases = {"nvidia_com_gpu": GPU, "gpu": GPU,
                "ephemeral_storage": "ephemeral-storage"}
     return aliases.get(keyword, keyword)
 
