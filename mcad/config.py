@@ -18,7 +18,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,7 +28,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from mcad.api.documents import yaml_problem
+from mcad.api.documents import UnreadableFile, read_yaml
 from mcad.core.backfill import BackfillRule
 from mcad.core.cycle import CyclePolicy
 from mcad.core.health import AUTOPILOT_LABEL, FaultPolicy, NodeHealthRules
@@ -441,15 +440,9 @@ def load_run_config(path: Path | None) -> RunConfig:
     if path is None:
         return RunConfig()
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise ConfigError(f"cannot read the configuration file {path}: "
-                          f"{err.strerror or err}.") from err
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"the configuration file {path} is not valid YAML"
-                          f"{yaml_problem(err)}.") from err
+        _, data = read_yaml(path, what="the configuration file")
+    except UnreadableFile as err:
+        raise ConfigError(f"{err}.") from err
     if data is None:
         return RunConfig()
     if not isinstance(data, dict):
