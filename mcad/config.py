@@ -15,10 +15,10 @@ an example that documents every setting.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,7 +29,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from mcad.api.documents import yaml_problem
+from mcad.api.documents import UnreadableFile, read_yaml
 from mcad.core.cycle.backfill import BackfillRule
 from mcad.core.cycle.decide import CyclePolicy
 from mcad.core.life.health import AUTOPILOT_LABEL, FaultPolicy, NodeHealthRules
@@ -331,11 +331,9 @@ class RunConfig(_Settings):
     @field_validator("quota_namespaces")
     @classmethod
     def _quota_namespaces_are_dns_labels(cls, value: list[str]) -> list[str]:
-        for index, entry in enumerate(value):
-            if len(entry) > 63 or not DNS_LABEL.match(entry):
-                raise ValueError(f"[{index}] is {entry!r}; a namespace name has lower-case "
-                                 "letters, digits and '-', at most 63 characters")
-        return value
+        return _each(value, lambda _, entry: None if len(entry) <= 63 and DNS_LABEL.match(entry)
+                     else f" is {entry!r}; a namespace name has lower-case letters, digits "
+                          "and '-', at most 63 characters")
 
     @field_validator("queue_names")
     @classmethod
@@ -357,21 +355,19 @@ class RunConfig(_Settings):
     @field_validator("topology_levels")
     @classmethod
     def _levels_are_label_keys(cls, value: list[str]) -> list[str]:
-        for index, key in enumerate(value):
-            problem = label_key_problem(key)
-            if problem is not None:
-                raise ValueError(f"[{index}]: {problem}")
-            if key in value[:index]:
-                raise ValueError(f"[{index}] names {key} twice; each level once")
-        return value
+        def problem(index: int, key: str) -> str | None:
+            found = label_key_problem(key)
+            if found is not None:
+                return f": {found}"
+            return f" names {key} twice; each level once" if key in value[:index] else None
+
+        return _each(value, problem)
 
     @field_validator("refused_namespaces")
     @classmethod
     def _patterns_are_namespace_globs(cls, value: list[str]) -> list[str]:
-        for index, pattern in enumerate(value):
-            problem = pattern_problem(pattern)
-            if problem is not None:
-                raise ValueError(f"[{index}] {problem}")
+        _each(value, lambda _, pattern: None if (found := pattern_problem(pattern)) is None
+              else f" {found}")
         if matching_pattern("kube-system", value) is None:
             raise ValueError(f"is {value!r}, which lets AppWrappers into kube-system; the "
                              'list replaces the default, so keep "kube-*" in it')
@@ -434,6 +430,17 @@ class RunConfig(_Settings):
                            backfill=BackfillRule(self.backfill))
 
 
+def _each(value: list[str], problem: Callable[[int, str], str | None]) -> list[str]:
+    """``value``, or a ``ValueError`` for its first entry that has a ``problem`` (said
+    after the entry's index, as pydantic's sentences name a field): the one loop of the
+    validators of lists."""
+    for index, entry in enumerate(value):
+        found = problem(index, entry)
+        if found is not None:
+            raise ValueError(f"[{index}]{found}")
+    return value
+
+
 def load_run_config(path: Path | None) -> RunConfig:
     """The configuration in ``path``; the defaults when ``path`` is None.
 
@@ -442,15 +449,9 @@ def load_run_config(path: Path | None) -> RunConfig:
     if path is None:
         return RunConfig()
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise ConfigError(f"cannot read the configuration file {path}: "
-                          f"{err.strerror or err}.") from err
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"the configuration file {path} is not valid YAML"
-                          f"{yaml_problem(err)}.") from err
+        _, data = read_yaml(path, what="the configuration file")
+    except UnreadableFile as err:
+        raise ConfigError(f"{err}.") from err
     if data is None:
         return RunConfig()
     if not isinstance(data, dict):

@@ -100,27 +100,19 @@ def to_v1beta2(obj: Mapping[str, Any]) -> dict[str, Any]:
     skeleton = _skeleton(spec)
     if skeleton != _canonical(len(items)):
         out_kept["spec"] = skeleton
-    out = {k: v for k, v in obj.items() if k not in ("apiVersion", "metadata", "spec",
-                                                      "status")}
-    out["apiVersion"] = V1BETA2
-    out["spec"] = new_spec
+    out = _rest_of(obj, api_version=V1BETA2, spec=new_spec)
     if "status" in obj:
         status = _mapping(obj.get("status"))
-        kept_status = _mapping(kept.get("status"))
-        if kept_status and kept_status.get("of") == fingerprint(status):
-            out["status"] = kept_status.get("is")
+        restored = _kept_status(kept, status)
+        if restored is not None:
+            out["status"] = restored.get("is")
         else:
             out["status"] = derived = v1beta2_status.derive(
                 status, meta=meta, components=_with_pod_sets(components))
             if v1beta2_status.back(derived) != status:
                 out_kept["status"] = {"of": fingerprint(derived), "is": status}
-    if written_as_v1beta2:
-        if out_kept:
-            out_kept["origin"] = "v1beta2"
-            meta = _put(meta, V1BETA1_KEPT, out_kept)
-    else:
-        meta = _put(meta, V1BETA1_KEPT, out_kept)
-    out["metadata"] = meta
+    out["metadata"] = _keep(meta, V1BETA1_KEPT, out_kept,
+                            origin="v1beta2" if written_as_v1beta2 else None)
     return out
 
 
@@ -152,28 +144,18 @@ def to_v1beta1(obj: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("suspend", "managedBy"):
         if key in spec:
             out_kept[key] = spec[key]
-    out = {k: v for k, v in obj.items() if k not in ("apiVersion", "metadata", "spec",
-                                                      "status")}
-    out["apiVersion"] = V1BETA1
-    out["spec"] = new_spec
+    out = _rest_of(obj, api_version=V1BETA1, spec=new_spec)
     if "status" in obj:
         status = _mapping(obj.get("status"))
-        kept_status = _mapping(kept.get("status"))
-        if kept_status and kept_status.get("of") == fingerprint(status):
-            out["status"] = stored = kept_status.get("is")
-        else:
-            out["status"] = stored = v1beta2_status.back(status)
+        restored = _kept_status(kept, status)
+        out["status"] = stored = v1beta2_status.back(status) if restored is None \
+            else restored.get("is")
         again = v1beta2_status.derive(_mapping(stored), meta=meta,
                                       components=_with_pod_sets(components))
         if again != status:
             out_kept["status"] = {"of": fingerprint(_mapping(stored)), "is": status}
-    if written_as_v1beta1:
-        if out_kept:
-            out_kept["origin"] = "v1beta1"
-            meta = _put(meta, V1BETA2_KEPT, out_kept)
-    else:
-        meta = _put(meta, V1BETA2_KEPT, out_kept)
-    out["metadata"] = meta
+    out["metadata"] = _keep(meta, V1BETA2_KEPT, out_kept,
+                            origin="v1beta1" if written_as_v1beta1 else None)
     return out
 
 
@@ -230,6 +212,43 @@ def fingerprint(status: Mapping[str, Any]) -> str:
 
 
 # -- pieces ----------------------------------------------------------------------------
+
+def _rest_of(obj: Mapping[str, Any], *, api_version: str,
+             spec: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` in ``api_version`` with ``spec``: the fields neither version changes (kind
+    and any other), without its metadata and status, which the caller sets."""
+    out = {k: v for k, v in obj.items() if k not in ("apiVersion", "metadata", "spec",
+                                                      "status")}
+    out["apiVersion"] = api_version
+    out["spec"] = spec
+    return out
+
+
+def _kept_status(kept: Mapping[str, Any], status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The other version's status kept in the annotation (``{"of": ..., "is": ...}``)
+    while ``status`` is the one it was kept with; None once mcad wrote another status
+    (the derived one is current again) or when none was kept."""
+    kept_status = _mapping(kept.get("status"))
+    if kept_status and kept_status.get("of") == fingerprint(status):
+        return kept_status
+    return None
+
+
+def _keep(meta: dict[str, Any], key: str, kept: dict[str, Any], *,
+          origin: str | None) -> dict[str, Any]:
+    """``meta`` with what the other version cannot say in the annotation ``key``.
+
+    ``origin``: the object was written in the version it is converted to; then the
+    annotation is there only when it keeps something, and says so (``"origin"``). An
+    object written in the version it is converted from always has it, ``{}`` at least:
+    its presence says where the object came from.
+    """
+    if origin is not None:
+        if not kept:
+            return meta
+        kept["origin"] = origin
+    return _put(meta, key, kept)
+
 
 def _with_pod_sets(components: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The components with their podSets, declared or else inferred (as v1beta2 shows

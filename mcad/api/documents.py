@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -194,6 +195,29 @@ def _shape(doc: object) -> str:
 def _kinds_list() -> str:
     names = sorted(KINDS)
     return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+class UnreadableFile(ValueError):
+    """A file that cannot be read or does not hold YAML; the message is a sentence that
+    names it (without a full stop: callers end it as their sentences end)."""
+
+
+def read_yaml(path: Path, *, what: str) -> tuple[bytes, Any]:
+    """The bytes of the file ``path`` and the YAML document they hold.
+
+    ``what`` names the file in ``UnreadableFile``'s sentence, raised when it cannot be
+    read or is not YAML: ``the kubeconfig`` gives "the kubeconfig /x is not valid YAML at
+    line 3 (...)". The kubeconfig of ``mcad cluster register`` and the configuration of
+    ``mcad run`` are read here, so both say the same thing the same way.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise UnreadableFile(f"cannot read {what} {path}: {err.strerror or err}") from err
+    try:
+        return raw, yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise UnreadableFile(f"{what} {path} is not valid YAML{yaml_problem(err)}") from err
 
 
 def yaml_problem(err: yaml.YAMLError) -> str:

@@ -28,9 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
-
-from mcad.api.documents import yaml_problem
+from mcad.api.documents import UnreadableFile, read_yaml
 from mcad.api.spokecluster import API_VERSION, DEFAULT_KUBECONFIG_KEY, KIND
 from mcad.core.workload.durations import format_duration
 from mcad.core.workload.quantity import format_quantity, parse_quantity
@@ -191,15 +189,9 @@ def read_spoke_kubeconfig(path: Path) -> bytes:
     server, or refers to files (the controller cannot read files on this machine).
     """
     try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise CommandFailed(f"cannot read the kubeconfig {path}: "
-                            f"{error.strerror or error}") from error
-    try:
-        parsed = yaml.safe_load(raw)
-    except yaml.YAMLError as error:
-        raise CommandFailed(f"the kubeconfig {path} is not valid YAML"
-                            f"{yaml_problem(error)}") from error
+        raw, parsed = read_yaml(path, what="the kubeconfig")
+    except UnreadableFile as error:
+        raise CommandFailed(str(error)) from error
     clusters = parsed.get("clusters") if isinstance(parsed, dict) else None
     if not isinstance(clusters, list) or not clusters:
         raise CommandFailed(f"the kubeconfig {path} names no clusters; give the kubeconfig "

@@ -51,8 +51,10 @@ class HubCache:
             "appwrappers": Informer(hub, refs.APPWRAPPERS, self._on_appwrapper,
                                     keep=_identity),
             "quotasubtrees": Informer(hub, refs.QUOTASUBTREES, self._on_subtree),
-            "spokeclusters": Informer(hub, refs.SPOKECLUSTERS, self._on_spoke),
-            "secrets": Informer(hub, refs.SECRETS, self._on_secret, namespace=config.namespace),
+            "spokeclusters": Informer(hub, refs.SPOKECLUSTERS,
+                                      self._on_spoke_input(self.state.spoke_objects)),
+            "secrets": Informer(hub, refs.SECRETS, self._on_spoke_input(self.state.secrets),
+                                namespace=config.namespace),
             "priorityclasses": Informer(hub, refs.PRIORITYCLASSES,
                                         self._on_class(self.state.classes.kubernetes),
                                         keep=_class_value, optional=True),
@@ -161,21 +163,20 @@ class HubCache:
             log.warning("quota: %s", problem)
         self.dispatcher.trigger()
 
-    def _on_spoke(self, kind: str, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        if kind == "DELETED":
-            self.state.spoke_objects.pop(name, None)
-        else:
-            self.state.spoke_objects[name] = obj
-        self.spokes_changed()
+    def _on_spoke_input(self, objects: dict[str, dict[str, Any]]
+                        ) -> Callable[[str, dict[str, Any]], None]:
+        """A handler keeping ``objects`` (name -> object) of one kind the spoke links are
+        built from: SpokeClusters, and the Secrets holding their kubeconfigs."""
 
-    def _on_secret(self, kind: str, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        if kind == "DELETED":
-            self.state.secrets.pop(name, None)
-        else:
-            self.state.secrets[name] = obj
-        self.spokes_changed()
+        def handle(kind: str, obj: dict[str, Any]) -> None:
+            name = obj["metadata"]["name"]
+            if kind == "DELETED":
+                objects.pop(name, None)
+            else:
+                objects[name] = obj
+            self.spokes_changed()
+
+        return handle
 
 
 def _quota_part(obj: dict[str, Any]) -> tuple[Any, Any]:

@@ -54,7 +54,8 @@ class Reports:
         self._subtree_status: dict[str, dict[str, Any]] = {}
         self._subtree_written: dict[str, datetime] = {}
         self._failed: dict[str, str] = {}
-        """The last write error per SpokeCluster, logged once rather than every round."""
+        """The last write error per SpokeCluster or QuotaSubtree, logged once rather than
+        every round."""
 
     def dirty(self) -> None:
         self._dirty.set()
@@ -131,23 +132,9 @@ class Reports:
             if last is not None and (now - last).total_seconds() < SUBTREE_EVERY_S:
                 self._dirty.set()  # not now: the next round after the interval
                 continue
-            meta = obj.get("metadata") or {}
-            conditions = set_condition(
-                list((obj.get("status") or {}).get("conditions") or []), type_="Valid",
-                status=condition[0], reason=condition[1], message=condition[2], now=now,
-                generation=int(meta.get("generation", 0) or 0))
-            try:
-                await verbs.merge_patch(self.hub, refs.QUOTASUBTREES, str(meta.get("name")),
-                                        {"status": {**status, "conditions": conditions}},
-                                        namespace=str(meta.get("namespace")),
-                                        subresource="status")
-            except ApiError as err:
-                if self._failed.get(ident) != err.message:
-                    log.warning("QuotaSubtree %s status not written: %s", ident, err)
-                self._failed[ident] = err.message
-                self._dirty.set()
+            if await self._write_status(refs.QUOTASUBTREES, obj, ident, status,
+                                        ("Valid", *condition), now=now) is None:
                 continue
-            self._failed.pop(ident, None)
             self._subtree_status[ident] = said
             self._subtree_written[ident] = now
 
@@ -170,21 +157,39 @@ class Reports:
         if spoke is None or not spoke["metadata"].get("uid"):
             return  # gone, or the implicit "local" cluster of --local, with no object
         now = utcnow()
-        conditions = set_condition(
-            list((spoke.get("status") or {}).get("conditions") or []), type_="Ready",
-            status=health[0], reason=health[1], message=health[2], now=now,
-            generation=int(spoke["metadata"].get("generation", 0) or 0))
-        try:
-            answer = await verbs.merge_patch(self.hub, refs.SPOKECLUSTERS, name, {
-                "status": {**status, "conditions": conditions, "lastSyncTime": rfc3339(now)}},
-                subresource="status")
-        except ApiError as err:
-            if self._failed.get(name) != err.message:
-                log.warning("SpokeCluster %s status not written: %s", name, err)
-            self._failed[name] = err.message
-            self._dirty.set()
+        answer = await self._write_status(refs.SPOKECLUSTERS, spoke, name,
+                                          {**status, "lastSyncTime": rfc3339(now)},
+                                          ("Ready", *health), now=now)
+        if answer is None:
             return
-        self._failed.pop(name, None)
         self._spoke_status[name] = {**status, "health": health}
         if name in self.state.spoke_objects and answer.get("metadata"):
             self.state.spoke_objects[name] = answer  # its newest resourceVersion
+
+    async def _write_status(self, ref: refs.ResourceRef, obj: dict[str, Any], ident: str,
+                            status: dict[str, Any], condition: tuple[str, str, str, str], *,
+                            now: datetime) -> dict[str, Any] | None:
+        """Merge ``status`` and one condition (type, status, reason, message) into the
+        status of ``obj`` (``ident`` in the log); the hub's answer, or None when the write
+        failed: logged once per error rather than every round, and tried again next round.
+        """
+        meta = obj.get("metadata") or {}
+        type_, value, reason, message = condition
+        conditions = set_condition(
+            list((obj.get("status") or {}).get("conditions") or []), type_=type_,
+            status=value, reason=reason, message=message, now=now,
+            generation=int(meta.get("generation", 0) or 0))
+        try:
+            answer = await verbs.merge_patch(
+                self.hub, ref, str(meta.get("name")),
+                {"status": {**status, "conditions": conditions}},
+                namespace=str(meta.get("namespace")) if ref.namespaced else None,
+                subresource="status")
+        except ApiError as err:
+            if self._failed.get(ident) != err.message:
+                log.warning("%s %s status not written: %s", ref.kind, ident, err)
+            self._failed[ident] = err.message
+            self._dirty.set()
+            return None
+        self._failed.pop(ident, None)
+        return answer

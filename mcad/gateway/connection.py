@@ -30,7 +30,6 @@ from sys import intern
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
-import yaml
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -47,7 +46,7 @@ from mcad.gateway.errors import (
     Unreachable,
     error_for,
 )
-from mcad.gateway.kubeconfig import SpokeCredentials, parse_trusted, private_dir
+from mcad.gateway.kubeconfig import SpokeCredentials, load_yaml, parse_trusted, private_dir
 from mcad.gateway.kubeconfig import parse as parse_kubeconfig
 from mcad.gateway.transport import (
     AiohttpTransport,
@@ -348,15 +347,7 @@ async def connect(kubeconfig: Mapping[str, Any] | str | Path, *, name: str,
             kubeconfig = kubeconfig.read_text()  # noqa: ASYNC240 - a small local file
         except OSError as err:
             raise BadKubeconfig(f"cannot read kubeconfig {kubeconfig}: {err.strerror}") from err
-    if isinstance(kubeconfig, str):
-        try:
-            parsed = yaml.safe_load(kubeconfig)
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark else ""
-            raise BadKubeconfig(f"the kubeconfig is not valid YAML{where}") from None
-    else:
-        parsed = kubeconfig
+    parsed = load_yaml(kubeconfig) if isinstance(kubeconfig, str) else kubeconfig
     if not isinstance(parsed, dict) or not parsed.get("clusters"):
         raise BadKubeconfig("the kubeconfig has no clusters")
     credentials = parse_trusted(parsed, context=context, base=base)

@@ -138,17 +138,26 @@ class SpokeCredentials:
         return {}
 
 
+def load_yaml(text: str) -> Any:
+    """The YAML document of a kubeconfig's text.
+
+    Raises ``BadKubeconfig`` saying where it is not YAML, never what stands there (nor
+    chained to the parser's error, which quotes it): a kubeconfig holds credentials.
+    """
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise BadKubeconfig(f"the kubeconfig is not valid YAML{where}") from None
+
+
 def parse(text: str, *, allow_exec: bool) -> tuple[SpokeCredentials, dict[str, Any]]:
     """Check a spoke kubeconfig; its credentials and the parsed document.
 
     Raises ``BadKubeconfig`` with a sentence that names the field, never its content.
     """
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise BadKubeconfig(f"the kubeconfig is not valid YAML{where}") from None
+    doc = load_yaml(text)
     if not isinstance(doc, dict):
         raise BadKubeconfig("the kubeconfig is not a mapping of clusters, users and contexts")
     context = _current_context(doc)
