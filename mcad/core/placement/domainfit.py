@@ -51,9 +51,11 @@ from mcad.core.placement.nodefit import (
     NoFit,
     Placement,
     fit_pods,
+    give_back,
     placement_of,
     pods_fit,
     resource_weight_order,
+    undone,
 )
 from mcad.core.placement.victims import Holder, capacity_victims, gpus
 from mcad.core.workload.demand import Demand
@@ -150,10 +152,10 @@ def place_ranked(board: Board, demand: Demand, ranked: Sequence[int], *,
         key = (board.clusters[i].name == avoid, fit.rise, fit.spread, fit.leftover, rank)
         if best is None or key < best[0]:
             if best is not None:
-                _give_back(board.pools[best[1]], best[2].takes)
+                give_back(board.pools[best[1]], best[2].takes)
             best = (key, i, fit)
         else:
-            _give_back(board.pools[i], fit.takes)
+            give_back(board.pools[i], fit.takes)
     if best is not None:
         _, index, fit = best
         return placement_of(board.clusters[index].name, board.pools[index], fit.takes,
@@ -273,10 +275,7 @@ def _fits_in_domains(pool: NodePool, demand: Demand) -> bool:
     """Would ``demand``'s gang fit in its domains on ``pool`` now? (The pool is left as
     it was.)"""
     fit = fit_in_domains(pool, demand, explain=False)
-    if isinstance(fit, str):
-        return False
-    _give_back(pool, fit.takes)
-    return True
+    return undone(pool, fit if isinstance(fit, str) else fit.takes)
 
 
 def _key(demand: Demand) -> str | None:
@@ -327,11 +326,6 @@ def _fewest(pool: NodePool, domains: Sequence[Domain], demand: Demand,
                 pods_fit(pool.within(i for d in trial for i in d.members), demand):
             return trial
     return chosen
-
-
-def _give_back(pool: NodePool, takes: GangTakes) -> None:
-    for pod_set, set_takes in reversed(takes):
-        pool.give_back(pod_set, set_takes)
 
 
 def _domains_of(tree: DomainTree, depth: int, nodes: Sequence[int]) -> list[Domain]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mcad.core.placement.capacity import NodePool
 from mcad.core.placement.domainfit import fit_gang_in_domains
-from mcad.core.placement.nodefit import GangTakes, fit_pods
+from mcad.core.placement.nodefit import GangTakes, fit_pods, undone
 from mcad.core.workload.demand import Demand
 
 
@@ -30,9 +30,4 @@ def fit_gang(pool: NodePool, demand: Demand, *, explain: bool = True) -> GangTak
 def gang_fits(pool: NodePool, demand: Demand) -> bool:
     """Would every pod of ``demand`` fit on ``pool`` now? The pool is left as it was
     (the takes are given back), which costs less than fitting on a copy."""
-    takes = fit_gang(pool, demand, explain=False)
-    if isinstance(takes, str):
-        return False
-    for pod_set, pod_takes in reversed(takes):
-        pool.give_back(pod_set, pod_takes)
-    return True
+    return undone(pool, fit_gang(pool, demand, explain=False))

@@ -106,11 +106,21 @@ def fit_pods(pool: NodePool, demand: Demand, *, explain: bool = True) -> GangTak
 def pods_fit(pool: NodePool, demand: Demand) -> bool:
     """Would every pod of ``demand`` fit on ``pool``'s nodes now, topology aside? The
     pool is left as it was (the takes are given back): cheaper than fitting on a copy."""
-    takes = fit_pods(pool, demand, explain=False)
-    if isinstance(takes, str):
-        return False
+    return undone(pool, fit_pods(pool, demand, explain=False))
+
+
+def give_back(pool: NodePool, takes: GangTakes) -> None:
+    """Undo ``takes`` on ``pool``, last pod set first."""
     for pod_set, pod_takes in reversed(takes):
         pool.give_back(pod_set, pod_takes)
+
+
+def undone(pool: NodePool, fitted: GangTakes | str) -> bool:
+    """Whether a trial fit succeeded; its takes, if it did, given back: asking "would it
+    fit?" this way leaves the pool as it was and costs less than fitting on a copy."""
+    if isinstance(fitted, str):
+        return False
+    give_back(pool, fitted)
     return True
 
 
