@@ -40,8 +40,8 @@ from typing import IO, Any, TypeVar
 
 import yaml
 
-from mcad.cli.queue import parse_moment
-from mcad.cli.wrap import CannotWrap, wrap
+from mcad.api.visibility import parse_moment
+from mcad.api.wrap import CannotWrap, wrap
 from mcad.core.life.wrapping import APPWRAPPER_API_VERSION
 from mcad.gateway import verbs
 from mcad.gateway.connection import Connection, connect, default_kubeconfig_path

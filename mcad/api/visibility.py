@@ -6,6 +6,10 @@ the manifests ship, so that all of them spell the resources one way. The answers
 are documented in docs/user-guide.md ("Who sees what").
 """
 
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
 GROUP = "visibility.codeflare.dev"
 VERSION = "v1alpha1"
 GROUP_VERSION = f"{GROUP}/{VERSION}"
@@ -17,3 +21,15 @@ EXPLANATIONS = "explanations"
 """Namespaced, ``get`` (``mcad explain``) and ``create`` (a dry run)."""
 VIEWS = "views"
 """Cluster-scoped, ``get``: the web view (``page``, ``script``, ``style``, ``state``)."""
+
+
+def parse_moment(value: str | None) -> datetime | None:
+    """A moment of an answer (``estimatedStart``, ``waitingSince``: RFC 3339), as an aware
+    datetime; None when absent or unreadable (a view shows "-", never a traceback)."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

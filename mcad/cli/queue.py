@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import yaml
 
+from mcad.api.visibility import parse_moment
 from mcad.cli.cluster import age, columns
 from mcad.core.workload.durations import format_duration
 from mcad.visibility import client as visibility
@@ -124,16 +125,6 @@ def estimated(start: str | None, *, now: datetime) -> str:
     if seconds <= 0:
         return "now"
     return f"in {format_duration(seconds, coarse=True)} ({moment.strftime('%H:%M')})"
-
-
-def parse_moment(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 # -- mcad explain ---------------------------------------------------------------------------
