@@ -132,12 +132,11 @@ class CycleBooks:
                                     tuple[tuple[PodSet, ...] | None, Blocked]] = {}
         """(pod shapes, candidate clusters) -> why it did not fit, and the pod sets its
         sentence names (None: it names none; ``placement.retell``)."""
-        self.blind = False
-        """Whether the last decision read no room: it ended at a step that reads only the
-        AppWrapper, the quota and the clusters' fixed facts (labels, kinds, readiness,
-        nodes' allocatable, labels and taints), before placement, preemption or an
-        elastic start; set by ``cycle.decide_and_tell``. When only room changes
-        (``mcad.core.cycle.carried``), such a decision stands; the others are decided again."""
+        self.acts = 0
+        """How many decisions so far did more than give a reason to wait: dispatched,
+        evicted or shrank others, took a preemption turn, or became the head of the line.
+        Counted by the methods that do those things, so the cycle tells a decision's
+        ``Outcome`` (``mcad.core.cycle.decide``) from the books' own record."""
 
     # -- reading ------------------------------------------------------------------------
     def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:
@@ -258,6 +257,7 @@ class CycleBooks:
         self.charge(assignment, total)
         self.dispatches.append(Dispatch(entry.key, placement.cluster, placement, pods,
                                         promise))
+        self.acts += 1
 
     def pend(self, key: AppWrapperKey, reason: PendingReason, message: str) -> None:
         self.pending.append(Pending(key, reason, message))
@@ -266,8 +266,24 @@ class CycleBooks:
               candidates: tuple[int, ...], *, blocked: Blocked, by_quota: bool) -> None:
         """``entry`` waits for ``blocked``; the first that could run may become the head."""
         self.pending.append(Pending(entry.key, blocked.reason, blocked.message))
-        self.line.consider(entry, demand, assignment, candidates, blocked, by_quota=by_quota,
-                           quota=self.quota)
+        if not self.line.seen:
+            self.line.consider(entry, demand, assignment, candidates, blocked,
+                               by_quota=by_quota, quota=self.quota)
+            if self.line.seen:  # it is the head of the line now
+                self.acts += 1
+
+    def take_quota_turn(self, assignment: QuotaAssignment, key: AppWrapperKey, *,
+                        issued: bool) -> None:
+        """``key`` took its quota node's one preemption attempt this cycle (``issued``:
+        and evicted for it)."""
+        self.quota_turns[assignment] = Turn(key, issued=issued)
+        self.acts += 1
+
+    def take_capacity_turn(self, key: AppWrapperKey) -> None:
+        """``key`` took the cycle's one preemption attempt for room."""
+        if self.capacity_turn != key:
+            self.capacity_turn = key
+            self.acts += 1
 
     def apply(self, plan: PreemptionPlan, entry: AppWrapperEntry, demand: Demand,
               assignment: QuotaAssignment) -> None:
@@ -286,6 +302,7 @@ class CycleBooks:
             if self.hold(demand, room):
                 break
         self.pend(entry.key, PendingReason.WAITING_FOR_PREEMPTION, plan.waiting)
+        self.acts += 1
 
     def note_broken(self, broken: Iterable[BrokenPromise]) -> None:
         """Backfills whose promise to a waiting head came due, by that head."""
@@ -303,6 +320,7 @@ class CycleBooks:
                 continue
             self._evict((key,), head, broken.message)
             self.draining_for.setdefault(head, []).append(broken.entry)
+            self.acts += 1
 
     def grow(self, key: AppWrapperKey, assignment: QuotaAssignment, cluster: int,
              more: Demand, *, pods: int, message: str, pin: TopologyPin | None = None) -> bool:

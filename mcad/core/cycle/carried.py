@@ -52,7 +52,7 @@ When the last cycle is carried, stated once:
    growth, the head of the line's hold (its nodes, or the cluster closed to those
    behind it) and a preemptor holding room while its victims go. A decision that ends
    before all of them, for an AppWrapper that is not elastic and holds no broken
-   promise or draining victims, is *blind* (``CycleBooks.blind``): a requeue pause, an
+   promise or draining victims, is *blind* (``Outcome.WAITS_BLIND``): a requeue pause, an
    unreadable demand or quota node, no matching cluster (clusters' fixed facts), a
    misfit of quota, quota held for the head. It reads the AppWrapper, the quota and
    what decisions before it left on the books: the head (and the quota held for it),
@@ -94,7 +94,7 @@ from datetime import datetime, timedelta
 from mcad.core.cycle import elastic
 from mcad.core.cycle.backfill import BackfillRule
 from mcad.core.cycle.books import CycleBooks
-from mcad.core.cycle.decide import decide_and_tell, run_cycle
+from mcad.core.cycle.decide import Outcome, decide_and_tell, run_cycle
 from mcad.core.cycle.snapshot import (
     Admitted,
     AppWrapperEntry,
@@ -151,8 +151,8 @@ class _Memo:
     """Those whose decision put a misfit in the books' caches: what later ones with the
     same demand are told was worked out at their place."""
     readers: set[AppWrapperKey] = field(default_factory=set)
-    """Those whose decision read room, or did more than wait (``CycleBooks.blind``):
-    decided again when room changes."""
+    """Those whose decision read room, or did more than wait (every ``Outcome`` but
+    ``WAITS_BLIND``): decided again when room changes."""
     hits: set[AppWrapperKey] = field(default_factory=set)
     """Readers that found their quota misfit cached when they were decided."""
     cached: int = 0
@@ -186,14 +186,15 @@ class _Memo:
         self.quota_cached = len(books.quota_misfits)
         self.cached = self.quota_cached + len(books.capacity_misfits)
 
-    def decided(self, entry: AppWrapperEntry, assignment: QuotaAssignment | None, *,
-                active: bool) -> None:
-        """``Trace``: ``entry`` was decided next (``active``: it did more than wait)."""
+    def decided(self, entry: AppWrapperEntry, assignment: QuotaAssignment | None,
+                outcome: Outcome) -> None:
+        """``Trace``: ``entry`` was decided next, with ``outcome``."""
         books = self.books
         assert books is not None
         if books.line.seen and self.head_seen is None:
             self.head_seen = entry
-        self.note(entry, assignment, active=active)
+        self.note(entry, assignment, outcome)
+        active = outcome is Outcome.ACTS
         position = float(len(self.order))
         self.order.append(entry.key)
         self.places.append(position)
@@ -223,8 +224,8 @@ class _Memo:
                 if line is not None:
                     self.turns[line] = (position, key)
 
-    def note(self, entry: AppWrapperEntry, assignment: QuotaAssignment | None, *,
-             active: bool) -> bool:
+    def note(self, entry: AppWrapperEntry, assignment: QuotaAssignment | None,
+             outcome: Outcome) -> bool:
         """What deciding ``entry`` just now left in the caches, and whether it read room;
         True when it put a misfit in a cache."""
         books = self.books
@@ -237,7 +238,7 @@ class _Memo:
             self.creators.add(entry.key)
         else:
             self.creators.discard(entry.key)
-        if active or not books.blind:
+        if outcome is not Outcome.WAITS_BLIND:
             key = entry.key
             self.readers.add(key)
             if quota == self.quota_cached and _quota_key(entry, assignment) in \
@@ -473,10 +474,11 @@ def _carry(memo: _Memo, snapshot: Snapshot) -> CycleResult | str:
                 memo.carriable = False
                 return "a newcomer comes before an event that concerns it, or moves others"
             after = entering
-        if decide_and_tell(books, entry, assignment):
+        outcome = decide_and_tell(books, entry, assignment)
+        if outcome is Outcome.ACTS:
             memo.carriable = False  # its books moved: the next cycle starts afresh
             return "a newcomer does more than wait"
-        memo.note(entry, assignment, active=False)
+        memo.note(entry, assignment, outcome)
         _enter(memo, entry, line, books.pending[-1], after)
         if entry.not_before is not None and entry.not_before > snapshot.now and (
                 memo.wake_at is None or entry.not_before < memo.wake_at):
@@ -512,7 +514,7 @@ def _follow_room(memo: _Memo, renewed: list[ClusterCapacity]) -> str | None:
         elif hit and misfit not in quota_misfits:
             return "a decision no longer finds what it found cached"
         capacity = len(capacity_misfits)
-        if decide_and_tell(books, entry, assignment) != (key in active) or \
+        if (decide_and_tell(books, entry, assignment) is Outcome.ACTS) != (key in active) or \
                 books.dispatches or books.evictions or books.resizes:
             return "room changed what one waiting does, or who does more than wait"
         made = misfit is not None and not hit and misfit in quota_misfits

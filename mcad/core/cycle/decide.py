@@ -55,10 +55,11 @@ AppWrapper's bound pods in ``held_by``.
 from __future__ import annotations
 
 from dataclasses import replace
+from enum import Enum
 from typing import Protocol
 
 from mcad.core.cycle import elastic, preemptor
-from mcad.core.cycle.books import CycleBooks, Turn
+from mcad.core.cycle.books import CycleBooks
 from mcad.core.cycle.plans import PreemptionPlan
 from mcad.core.cycle.promises import broken_promises
 from mcad.core.cycle.quotagate import QuotaAnswer, check_quota
@@ -110,14 +111,14 @@ class Trace(Protocol):
 
     def started(self, books: CycleBooks) -> None: ...
 
-    def decided(self, entry: AppWrapperEntry, assignment: QuotaAssignment | None, *,
-                active: bool) -> None: ...
+    def decided(self, entry: AppWrapperEntry, assignment: QuotaAssignment | None,
+                outcome: Outcome) -> None: ...
 
 
 def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
               ) -> tuple[CycleBooks, CycleResult]:
     """The cycle's books and decisions; ``trace`` hears of each queued AppWrapper in the
-    order decided, and whether deciding it did more than give it a reason to wait."""
+    order decided, and the ``Outcome`` of deciding it."""
     books = CycleBooks(snapshot)
     # 1. Running AppWrappers hold quota; they are the eviction candidates.
     queued: list[AppWrapperEntry] = []
@@ -147,8 +148,8 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
             _decide(books, entry, order.assignment)
     else:
         for entry in order:
-            active = decide_and_tell(books, entry, order.assignment)
-            trace.decided(entry, order.assignment, active=active)
+            trace.decided(entry, order.assignment,
+                          decide_and_tell(books, entry, order.assignment))
 
     # 4. Elastic AppWrappers grow into what is left.
     for work in elastic.growers(books):
@@ -168,52 +169,56 @@ def _total(entry: AppWrapperEntry) -> ResourceList | None:
     return None if demand is None else demand.total
 
 
+class Outcome(Enum):
+    """What deciding one queued AppWrapper did, as the carried cycle needs to know it."""
+
+    WAITS_BLIND = "waits, read no room"
+    """A reason to wait, found from the AppWrapper, its quota and the clusters' fixed
+    facts alone (labels, kinds, readiness, nodes' allocatable, labels and taints),
+    before placement, preemption or an elastic start: when only room changes
+    (``mcad.core.cycle.carried``), it stands."""
+    WAITS = "waits"
+    """A reason to wait, found by reading room: decided again when room changes."""
+    ACTS = "acts"
+    """More than a reason to wait: dispatched (whole or small), evicted or shrank others
+    or took a preemption turn, became the head of the line, or holds room while its
+    victims go (``CycleBooks.acts``). Only such a decision changes the books but for the
+    misfit caches."""
+
+
 def decide_and_tell(books: CycleBooks, entry: AppWrapperEntry,
-                    known: QuotaAssignment | None) -> bool:
-    """Decide ``entry``; True when that did more than give it a reason to wait: it was
-    dispatched (whole or small), preempted or took a preemption turn, became the head
-    of the line, or holds room while its victims go. Only a decision that is not
-    "active" leaves the books as it found them, but for the misfit caches. Afterwards
-    ``books.blind`` says whether the decision read no room (``CycleBooks.blind``)."""
-    line = books.line
-    before = (len(books.dispatches), len(books.evictions), len(books.resizes),
-              len(books.quota_turns), books.capacity_turn, line.seen)
-    books.blind = False
-    _decide(books, entry, known)
-    after = (len(books.dispatches), len(books.evictions), len(books.resizes),
-             len(books.quota_turns), books.capacity_turn, line.seen)
-    if before != after:
-        return True
-    last = books.pending[-1] if books.pending else None
-    return last is None or last.key != entry.key or \
-        last.reason == PendingReason.WAITING_FOR_PREEMPTION
+                    known: QuotaAssignment | None) -> Outcome:
+    """Decide ``entry``, and say what that did."""
+    acts = books.acts
+    blind = _decide(books, entry, known)
+    if books.acts != acts:
+        return Outcome.ACTS
+    return Outcome.WAITS_BLIND if blind else Outcome.WAITS
 
 
 def _decide(books: CycleBooks, entry: AppWrapperEntry,
-            known: QuotaAssignment | None = None) -> None:
+            known: QuotaAssignment | None = None) -> bool:
     """Give ``entry`` its one outcome (``known``: its quota assignment, when the order
-    has it). The hot path of the cycle: most of a long queue ends at a cached misfit,
+    has it); whether that read no room (``Outcome.WAITS_BLIND``, when it did nothing
+    else). The hot path of the cycle: most of a long queue ends at a cached misfit,
     so the checks avoid calls and allocations where they can."""
     if entry.hold is not None:
         books.pend(entry.key, entry.hold.reason, entry.hold.message)
-        return
+        return False
     not_before = entry.not_before
     if not_before is not None and not_before > books.now:
         books.pend(entry.key, PendingReason.REQUEUE_PAUSE,
                    f"requeued; it may be dispatched again from {not_before.isoformat()}")
-        books.blind = True
-        return
+        return True
     demand = entry.demand
     if demand is None:
         books.pend(entry.key, PendingReason.INVALID_DEMAND,
                    entry.demand_error or "its resource demand could not be read")
-        books.blind = True
-        return
+        return True
     assignment: QuotaAssignment | QuotaProblem = known or books.assignment(entry.quota_labels)
     if isinstance(assignment, QuotaProblem):
         books.pend(entry.key, PendingReason(assignment.reason), assignment.message)
-        books.blind = True
-        return
+        return True
     selector = entry.cluster_selector
     if entry.clusters or (selector is not EVERY_CLUSTER and (
             selector.match_labels or selector.match_expressions)) or \
@@ -230,8 +235,7 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
         candidates = candidates_knowing(books.board, candidates, demand.topology)
     if isinstance(candidates, str):
         books.pend(entry.key, PendingReason.NO_MATCHING_CLUSTER, candidates)
-        books.blind = True
-        return
+        return True
     blind = entry.elastic_min is None  # (an elastic one may start small: room decides)
     if books.broken_for and entry.key in books.broken_for:
         blind = False
@@ -242,7 +246,7 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
         waiting = preemptor.while_victims_drain(books, entry, demand, assignment, candidates)
         if waiting is not None:
             books.apply(waiting, entry, demand, assignment)
-            return
+            return False
     # The assignment object is this cycle's one per label set: its id is its identity.
     quota_key = (id(assignment), demand.total)  # a ResourceList hashes once, then cached
     cached = books.quota_misfits.get(quota_key)
@@ -251,31 +255,32 @@ def _decide(books: CycleBooks, entry: AppWrapperEntry,
         if lasting is not None:
             _blocked(books, entry, demand, assignment, candidates, blocked=lasting,
                      by_quota=False, tried_small=True)
-            return
+            return False
         if books.line.seen and entry.elastic_min is None:  # nothing else can come of it
             # (the tuple made directly: a NamedTuple's own constructor is a Python call)
             books.pending.append(_pending(Pending, (entry.key, cached.reason, cached.message)))
         else:
             _blocked(books, entry, demand, assignment, candidates, blocked=cached, by_quota=True)
-        books.blind = blind
-        return
-    if not _quota(books, entry, demand, assignment, candidates, key=quota_key, blind=blind):
-        return
+        return blind
+    refused = _quota(books, entry, demand, assignment, candidates, key=quota_key, blind=blind)
+    if refused is not None:
+        return refused
     placed = _place(books, entry, demand, assignment, candidates)
     if placed is not None:
         books.dispatch(entry, assignment, placed[0], promise=placed[1])
+    return False
 
 
 def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
            assignment: QuotaAssignment, candidates: tuple[int, ...], *,
-           key: tuple[int, ResourceList], blind: bool) -> bool:
-    """True when ``demand`` may be charged; else its outcome is given (cached by
-    ``key`` unless it was its own preemption attempt), and ``books.blind`` says whether
+           key: tuple[int, ResourceList], blind: bool) -> bool | None:
+    """None when ``demand`` may be charged; else its outcome is given (cached by
+    ``key`` unless it was its own preemption attempt), and the answer says whether
     deciding it read no room (``blind``: nothing before did)."""
     answer = check_quota(quota=books.quota, held=books.line.held_quota,
                          unused=books.unused_quota, assignment=assignment, total=demand.total)
     if answer is QuotaAnswer.FITS:
-        return True
+        return None
     if answer is QuotaAnswer.HELD_FOR_HEAD or not answer.never:
         lasting = _lasting(books, entry, demand, candidates)
         if lasting is not None:  # the cause that will not go by waiting leads; no preemption
@@ -285,8 +290,7 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
     if answer is QuotaAnswer.HELD_FOR_HEAD:
         blocked = books.quota_misfits[key] = books.line.behind(True)
         _blocked(books, entry, demand, assignment, candidates, blocked=blocked, by_quota=True)
-        books.blind = blind
-        return False
+        return blind
     assert not isinstance(answer, QuotaAnswer)
     if entry.elastic_min is not None and _start_small(books, entry, demand, assignment,
                                                        candidates):
@@ -298,11 +302,11 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
             blind = False  # (the attempt may look for room)
             plan = preemptor.for_quota(books, entry, demand, assignment, candidates)
             if isinstance(plan, PreemptionPlan):
-                books.quota_turns[assignment] = Turn(entry.key, issued=True)
+                books.take_quota_turn(assignment, entry.key, issued=True)
                 books.apply(plan, entry, demand, assignment)
                 return False
             if plan.took_turn:
-                books.quota_turns[assignment] = Turn(entry.key, issued=False)
+                books.take_quota_turn(assignment, entry.key, issued=False)
             # A preemption tried is this AppWrapper's own outcome, not the others'.
             refusal, cache = plan.message, not plan.message
         elif turn.issued:
@@ -315,8 +319,7 @@ def _quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
         books.quota_misfits[key] = blocked
     _blocked(books, entry, demand, assignment, candidates, blocked=blocked, by_quota=True,
              tried_small=True)
-    books.blind = blind
-    return False
+    return blind
 
 
 def _lasting(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
@@ -376,11 +379,11 @@ def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
     if short_of_room and blocked.could_run:
         plan = preemptor.for_capacity(books, entry, demand, candidates)
         if isinstance(plan, PreemptionPlan):
-            books.capacity_turn = entry.key
+            books.take_capacity_turn(entry.key)
             books.apply(plan, entry, demand, assignment)
             return None
         if plan.took_turn:
-            books.capacity_turn = entry.key
+            books.take_capacity_turn(entry.key)
     _blocked(books, entry, demand, assignment, candidates, blocked=blocked, by_quota=False,
              tried_small=short_of_room)
     return None
