@@ -45,7 +45,7 @@ from mcad.controller.objects import ObjectManager
 from mcad.controller.reconciler import Reconciler
 from mcad.controller.reports import Reports
 from mcad.controller.runtimes import RuntimeBook
-from mcad.controller.spoke_links import SpokeLinks
+from mcad.controller.spoke_registry import SpokeRegistry
 from mcad.controller.state import ControllerState
 from mcad.controller.supervisor import Supervisor, TaskFactory
 from mcad.controller.workqueue import WorkQueue, run_workers
@@ -98,7 +98,7 @@ class Controller:
                                 changed=self.changed),
             creation=Creation(objects=self.objects, writer=self.writer, lifecycle=lifecycle),
             lifecycle=lifecycle)
-        self.links = SpokeLinks(state=self.state, config=config, supervisor=self.supervisor,
+        self.links = SpokeRegistry(state=self.state, config=config, supervisor=self.supervisor,
                            connect_hub=connect_hub, fence=fence,
                            on_change=self._on_spoke_change, on_health=self._on_link_health,
                            kinds_in_use=self._kinds_in_use)

@@ -29,7 +29,7 @@ from mcad.gateway.errors import BadKubeconfig
 log = logging.getLogger(__name__)
 
 
-class SpokeLinks:
+class SpokeRegistry:
     def __init__(self, *, state: ControllerState, config: RunConfig, supervisor: Supervisor,
                  connect_hub: Callable[[str], Awaitable[Connection]], fence: WriteFence | None,
                  on_change: Callable[[str, Iterable[str], bool], None],

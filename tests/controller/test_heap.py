@@ -51,7 +51,7 @@ async def test_the_heap_is_settled_once_every_hub_resource_is_listed() -> None:
         await runs.aclose()
 
 
-def test_tune_raises_only_the_young_threshold() -> None:
+async def test_tune_raises_only_the_young_threshold() -> None:
     before = gc.get_threshold()
     try:
         heap.tune()

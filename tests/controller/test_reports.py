@@ -81,7 +81,7 @@ async def test_an_elastic_appwrapper_is_charged_and_reported_at_its_admitted_siz
                   {"namespace": "ns", "name": "e", "size": "full"}) == 4
 
 
-def test_reporting_takes_at_most_its_share_of_the_controllers_time() -> None:
+async def test_reporting_takes_at_most_its_share_of_the_controllers_time() -> None:
     assert pause_after(0.001) == REPORT_EVERY_S  # small: once a second
     assert pause_after(0.065) == pytest.approx(0.065 / REPORT_SHARE)  # 10,000: ~2 s
     assert 0.065 / (0.065 + pause_after(0.065)) <= REPORT_SHARE
