@@ -240,7 +240,7 @@ def test_each_estimate_is_a_moment_the_cycle_dispatches_it_in_a_plan_that_never_
     got = run(future)
     seen: set[AppWrapperKey] = set()
     for step in forecast(snapshot, expected_end=ends, runtime_of=lambda e: runtimes[e.key],
-                     horizon=24 * HOUR, max_steps=40):
+                         horizon=24 * HOUR, max_steps=40):
         # Rebuilt by the plan, the snapshot's books add up: every node's requests are
         # the pods of the AppWrappers running there, each running one holds its whole
         # demand, nothing that ended holds anything, and no node or quota overflows.

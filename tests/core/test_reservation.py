@@ -132,7 +132,7 @@ def test_with_exact_run_times_the_head_starts_by_its_first_reservation(
     promised: datetime | None = None
     started: datetime | None = None
     for step in forecast(snapshot, expected_end=ends, runtime_of=exact,
-                     horizon=timedelta(days=2), max_steps=200):
+                         horizon=timedelta(days=2), max_steps=200):
         if promised is None:
             books, _ = run_cycle(step.snapshot)
             if books.line.head is not None and books.line.head.key == head and \

@@ -109,7 +109,7 @@ def estimate_starts(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, 
     last: dict[AppWrapperKey, Pending] = {}
     cycles, reached = 0, snapshot.now
     steps = forecast(snapshot, expected_end=expected_end, runtime_of=runtime_of,
-                 horizon=horizon, max_steps=max_steps, first=first)
+                     horizon=horizon, max_steps=max_steps, first=first)
     while True:
         try:
             step = next(steps)
@@ -130,8 +130,8 @@ def estimate_starts(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, 
 
 
 def forecast(snapshot: Snapshot, *, expected_end: Mapping[AppWrapperKey, datetime],
-         runtime_of: RuntimeOf, horizon: timedelta, max_steps: int,
-         first: CycleResult | None = None) -> Generator[ForecastStep, None, str]:
+             runtime_of: RuntimeOf, horizon: timedelta, max_steps: int,
+             first: CycleResult | None = None) -> Generator[ForecastStep, None, str]:
     """The simulated cycles, the first at ``snapshot.now``: at most ``max_steps``, none
     past ``now + horizon``, none once nothing is queued or nothing more ends. Returns
     why it stopped, as the end of a sentence about an AppWrapper it did not place."""

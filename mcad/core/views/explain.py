@@ -25,16 +25,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from mcad.core.cycle.promises import promise
 from mcad.core.cycle.snapshot import (
     Admitted,
     AppWrapperEntry,
     CycleResult,
     Snapshot,
 )
-from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, NodePool
-from mcad.core.placement.clusters import place
+from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity
+from mcad.core.placement.clusters import ClusterBoard, place
 from mcad.core.placement.domainfit import DomainVerdict, domain_verdicts
-from mcad.core.placement.gangfit import fit_gang
+from mcad.core.placement.gangfit import gang_fits
 from mcad.core.placement.namespaces import closed_on
 from mcad.core.placement.nodefit import NoFit
 from mcad.core.quota.forest import DEFAULT_NODE, QuotaAssignment, QuotaForest, QuotaProblem
@@ -247,33 +248,26 @@ def _cluster_verdict(entry: AppWrapperEntry, cluster: ClusterCapacity) -> Cluste
 
 def estimate_start(snapshot: Snapshot, entry: AppWrapperEntry) -> tuple[datetime | None, str]:
     """When the gang would fit on a cluster it may use, if running work that declares
-    ``dispatchDuration.expected`` ends on time (quota and queue order aside)."""
+    ``dispatchDuration.expected`` ends on time (quota and queue order aside): the head
+    of the line's reservation (``mcad.core.cycle.promises.promise``) asked for this one,
+    so explain and reservation backfill find a start by one rule."""
     demand = entry.demand
     if demand is None:
         return None, "its demand cannot be read"
-    best: datetime | None = None
-    declared = 0
-    for cluster in snapshot.clusters:
-        if _may_not_use(entry, cluster) is not None:
-            continue
-        running = sorted(
-            (e for e in snapshot.appwrappers if isinstance(e.phase, Admitted)
-             and e.phase.cluster == cluster.name and e.expected_end is not None),
-            key=lambda e: e.expected_end or snapshot.now)
-        declared += len(running)
-        pool = NodePool.of(cluster)
-        if not isinstance(fit_gang(pool.copy(), demand, explain=False), str):
-            return snapshot.now, "it fits now"
-        for done in running:
-            for node, requests in cluster.held_by.get(done.key, ()):
-                pool.release(node, requests)
-            if not isinstance(fit_gang(pool.copy(), demand, explain=False), str):
-                when = max(done.expected_end or snapshot.now, snapshot.now)
-                best = when if best is None or when < best else best
-                break
-    if best is not None:
-        return best, (f"estimate: when running work ends as its dispatchDuration.expected "
-                      f"says ({declared} AppWrapper{'s' if declared != 1 else ''} declare it)")
+    board = ClusterBoard(snapshot.clusters)
+    candidates = [i for i, cluster in enumerate(board.clusters)
+                  if _may_not_use(entry, cluster) is None]
+    if any(gang_fits(board.pools[i], demand) for i in candidates):
+        return snapshot.now, "it fits now"
+    usable = {board.clusters[i].name for i in candidates}
+    running = [e for e in snapshot.appwrappers if isinstance(e.phase, Admitted)
+               and e.phase.cluster in usable and e.expected_end is not None]
+    declared = len(running)
+    found = promise(board, entry, demand, candidates, running, now=snapshot.now)
+    if found is not None:
+        return found.reservation.start, (
+            f"estimate: when running work ends as its dispatchDuration.expected says "
+            f"({declared} AppWrapper{'s' if declared != 1 else ''} declare it)")
     return None, ("no estimate: the running work it waits for declares no "
                   "dispatchDuration.expected" if not declared else
                   "no estimate: it does not fit even when the work that declares an end "
