@@ -4,9 +4,12 @@ Why one ledger with one writer: a cycle decides AppWrappers one after the other,
 each decision must see the ones before it (quota and nodes already charged, victims
 already chosen, the head of line's reservation). The parts of the cycle
 (``mcad.core.cycle.quotagate``, ``mcad.core.cycle.preemptor``, ``mcad.core.cycle.elastic``,
-``mcad.core.cycle.headofline``, placement) read these books and return plans
-(``mcad.core.cycle.plans``); only ``mcad.core.cycle.decide.dispatch_cycle`` writes them, through the
-methods below. A part may try a placement on the board, but leaves it as it found it.
+``mcad.core.cycle.headofline``, placement) read these books, through ``BooksView`` (read-only
+by type), and return plans (``mcad.core.cycle.plans``); only the cycle
+(``mcad.core.cycle.decide``, and ``mcad.core.cycle.carried`` resuming them) writes them,
+through the methods below (the misfit caches and the plain reasons to wait excepted: the
+decision loop fills those inline, on the path every queued AppWrapper takes). A part may
+try a placement on the board, but leaves it as it found it.
 
 What is kept:
 
@@ -23,8 +26,10 @@ What is kept:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Protocol
 
 from mcad.core.cycle.backfill import BackfillPolicy
 from mcad.core.cycle.headofline import HeadOfLine
@@ -37,6 +42,7 @@ from mcad.core.cycle.snapshot import (
     AppWrapperEntry,
     BackfillPromise,
     Blocked,
+    CyclePolicy,
     CycleResult,
     Dispatch,
     Eviction,
@@ -76,6 +82,41 @@ class RunningWork:
     assignment: QuotaAssignment
     cluster: ClusterName | None
     """Where it runs (None: not a dispatched one)."""
+
+
+class BooksView(Protocol):
+    """What the cycle's parts read of its books: every member read-only by type, so
+    that a part (``preemptor``, ``elastic``) can only return a plan, and the cycle
+    applies it through ``CycleBooks``' methods. ``CycleBooks`` is one."""
+
+    @property
+    def now(self) -> datetime: ...
+    @property
+    def policy(self) -> CyclePolicy: ...
+    @property
+    def quota(self) -> QuotaForest: ...
+    @property
+    def board(self) -> ClusterBoard:
+        """Parts may try a placement on it, and give back what they took."""
+    @property
+    def line(self) -> HeadOfLine: ...
+    @property
+    def running(self) -> Sequence[RunningWork]: ...
+    @property
+    def evicted(self) -> Set[AppWrapperKey]: ...
+    @property
+    def shrinking(self) -> Set[AppWrapperKey]: ...
+    @property
+    def draining_for(self) -> Mapping[AppWrapperKey, Sequence[AppWrapperEntry]]: ...
+    @property
+    def capacity_turn(self) -> AppWrapperKey | None: ...
+    @property
+    def candidate_priorities(self) -> Sequence[int]: ...
+
+    def eviction_view(self) -> QuotaForest: ...
+    def eviction_candidates(self) -> list[QuotaCharge]: ...
+    def where(self, key: AppWrapperKey) -> tuple[ClusterName | None, ResourceList]: ...
+    def holders_on(self, index: int, entries: Iterable[AppWrapperEntry]) -> list[Holder]: ...
 
 
 class CycleBooks:
@@ -186,6 +227,16 @@ class CycleBooks:
                 if isinstance(e.phase, Admitted) and e.phase.cluster == cluster.name]
 
     # -- writing (the cycle only) ---------------------------------------------------------
+    def resume(self, now: datetime) -> None:
+        """Carried into a new cycle at ``now`` (``mcad.core.cycle.carried``): the books
+        and the head of the line read the new moment."""
+        self.now = self.line.now = now
+
+    def unpend_last(self) -> Pending:
+        """Take back the last reason to wait given: a decision made again on carried
+        books replaces it (``mcad.core.cycle.carried``)."""
+        return self.pending.pop()
+
     def retime(self, entries: Iterable[AppWrapperEntry]) -> None:
         """Running work seen again with only when it was dispatched or is expected to end
         changed (``mcad.core.cycle.carried``): the eviction candidates read it anew."""

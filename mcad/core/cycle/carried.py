@@ -94,7 +94,7 @@ from datetime import datetime, timedelta
 from mcad.core.cycle import elastic
 from mcad.core.cycle.backfill import BackfillRule
 from mcad.core.cycle.books import CycleBooks
-from mcad.core.cycle.decide import Outcome, decide_and_tell, run_cycle
+from mcad.core.cycle.decide import Outcome, decide, run_cycle
 from mcad.core.cycle.snapshot import (
     Admitted,
     AppWrapperEntry,
@@ -255,7 +255,7 @@ class _Memo:
 
 def _quota_key(entry: AppWrapperEntry, assignment: QuotaAssignment | None
                ) -> tuple[int, ResourceList] | None:
-    """The key of ``entry``'s quota misfit in the books (``cycle._decide``'s)."""
+    """The key of ``entry``'s quota misfit in the books (``decide.decide``'s)."""
     if assignment is None or entry.demand is None:
         return None
     return (id(assignment), entry.demand.total)
@@ -438,7 +438,7 @@ def _carry(memo: _Memo, snapshot: Snapshot) -> CycleResult | str:
         return "the running work changed"
     gone = list(stale)
     memo.entries = entries
-    books.now = books.line.now = snapshot.now
+    books.resume(snapshot.now)
     if retimed:
         books.retime(retimed)
     if renewed or retimed:
@@ -474,7 +474,7 @@ def _carry(memo: _Memo, snapshot: Snapshot) -> CycleResult | str:
                 memo.carriable = False
                 return "a newcomer comes before an event that concerns it, or moves others"
             after = entering
-        outcome = decide_and_tell(books, entry, assignment)
+        outcome = decide(books, entry, assignment)
         if outcome is Outcome.ACTS:
             memo.carriable = False  # its books moved: the next cycle starts afresh
             return "a newcomer does more than wait"
@@ -514,7 +514,7 @@ def _follow_room(memo: _Memo, renewed: list[ClusterCapacity]) -> str | None:
         elif hit and misfit not in quota_misfits:
             return "a decision no longer finds what it found cached"
         capacity = len(capacity_misfits)
-        if (decide_and_tell(books, entry, assignment) is Outcome.ACTS) != (key in active) or \
+        if (decide(books, entry, assignment) is Outcome.ACTS) != (key in active) or \
                 books.dispatches or books.evictions or books.resizes:
             return "room changed what one waiting does, or who does more than wait"
         made = misfit is not None and not hit and misfit in quota_misfits
@@ -526,7 +526,7 @@ def _follow_room(memo: _Memo, renewed: list[ClusterCapacity]) -> str | None:
             creators.add(key)
         else:
             creators.discard(key)
-        pending = books.pending.pop()
+        pending = books.unpend_last()
         if pending != outcomes[key]:
             outcomes[key] = pending
             memo.emitted = None

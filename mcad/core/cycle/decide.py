@@ -145,11 +145,10 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
     # 3. Decide, in order, charging quota and nodes as AppWrappers are dispatched.
     if trace is None:
         for entry in order:
-            _decide(books, entry, order.assignment)
+            decide(books, entry, order.assignment)
     else:
         for entry in order:
-            trace.decided(entry, order.assignment,
-                          decide_and_tell(books, entry, order.assignment))
+            trace.decided(entry, order.assignment, decide(books, entry, order.assignment))
 
     # 4. Elastic AppWrappers grow into what is left.
     for work in elastic.growers(books):
@@ -186,22 +185,23 @@ class Outcome(Enum):
     misfit caches."""
 
 
-def decide_and_tell(books: CycleBooks, entry: AppWrapperEntry,
-                    known: QuotaAssignment | None) -> Outcome:
-    """Decide ``entry``, and say what that did."""
+def decide(books: CycleBooks, entry: AppWrapperEntry,
+           known: QuotaAssignment | None = None) -> Outcome:
+    """Give ``entry`` its one outcome (``known``: its quota assignment, when the order
+    has it), and say what deciding it did."""
     acts = books.acts
-    blind = _decide(books, entry, known)
+    blind = _settle(books, entry, known)
     if books.acts != acts:
         return Outcome.ACTS
     return Outcome.WAITS_BLIND if blind else Outcome.WAITS
 
 
-def _decide(books: CycleBooks, entry: AppWrapperEntry,
-            known: QuotaAssignment | None = None) -> bool:
-    """Give ``entry`` its one outcome (``known``: its quota assignment, when the order
-    has it); whether that read no room (``Outcome.WAITS_BLIND``, when it did nothing
-    else). The hot path of the cycle: most of a long queue ends at a cached misfit,
-    so the checks avoid calls and allocations where they can."""
+def _settle(books: CycleBooks, entry: AppWrapperEntry,
+            known: QuotaAssignment | None) -> bool:
+    """``decide``'s checks, in order, to the first that gives ``entry`` its outcome;
+    whether they read no room (``Outcome.WAITS_BLIND``, when nothing else was done).
+    The hot path of the cycle: most of a long queue ends at a cached misfit, so the
+    checks avoid calls and allocations where they can."""
     if entry.hold is not None:
         books.pend(entry.key, entry.hold.reason, entry.hold.message)
         return False

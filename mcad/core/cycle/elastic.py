@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mcad.core.cycle.books import CycleBooks, RunningWork
+from mcad.core.cycle.books import BooksView, RunningWork
 from mcad.core.cycle.plans import Grow, HoldRoom, LeavingPods, PreemptionPlan, ShrinkOrder
 from mcad.core.cycle.snapshot import Admitted, AppWrapperEntry
 from mcad.core.placement.capacity import AppWrapperKey, NodeName, NodePool
@@ -228,7 +228,7 @@ def shrinking_now(entry: AppWrapperEntry, pods_on_cluster: Sequence[tuple[NodeNa
     return bound > demand.pods
 
 
-def growers(books: CycleBooks) -> list[RunningWork]:
+def growers(books: BooksView) -> list[RunningWork]:
     """Admitted elastic AppWrappers that may grow (rule 2), highest priority first, then
     the earliest dispatched: below their full size, not draining, evicted or shrinking,
     and with no shrink under way."""
@@ -248,7 +248,7 @@ def growers(books: CycleBooks) -> list[RunningWork]:
     return out
 
 
-def growth(work: RunningWork, books: CycleBooks) -> Grow | None:
+def growth(work: RunningWork, books: BooksView) -> Grow | None:
     """How much ``work`` grows into what is left on its own cluster and in quota, after
     every queued AppWrapper was decided (so growth never takes room from one that fits,
     nor from the head of the line: its held quota and closed cluster are respected)."""
@@ -277,7 +277,7 @@ def growth(work: RunningWork, books: CycleBooks) -> Grow | None:
     return None
 
 
-def shrink_for_capacity(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
+def shrink_for_capacity(books: BooksView, entry: AppWrapperEntry, demand: Demand,
                         lower: Sequence[AppWrapperEntry], candidates: tuple[int, ...]
                         ) -> PreemptionPlan | None:
     """Room for ``entry`` on one cluster by shrinking lower-priority elastic AppWrappers
@@ -332,7 +332,7 @@ class QuotaShrink:
     orders: tuple[ShrinkOrder, ...]
 
 
-def shrink_instead(books: CycleBooks, assignment: QuotaAssignment, total: ResourceList,
+def shrink_instead(books: BooksView, assignment: QuotaAssignment, total: ResourceList,
                    victims: Sequence[AppWrapperKey], view: QuotaForest, *, why: str
                    ) -> QuotaShrink | None:
     """Shrink the elastic ``victims`` (never below their minimum) rather than evict them,

@@ -24,7 +24,7 @@ import bisect
 from collections.abc import Mapping, Sequence
 
 from mcad.core.cycle import elastic
-from mcad.core.cycle.books import CycleBooks
+from mcad.core.cycle.books import BooksView
 from mcad.core.cycle.plans import HoldRoom, PreemptionPlan, Refused
 from mcad.core.cycle.snapshot import AppWrapperEntry
 from mcad.core.placement.capacity import AppWrapperKey
@@ -36,7 +36,7 @@ from mcad.core.workload.demand import Demand
 from mcad.core.workload.resources import ResourceList
 
 
-def for_quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
+def for_quota(books: BooksView, entry: AppWrapperEntry, demand: Demand,
               assignment: QuotaAssignment, candidates: tuple[int, ...]
               ) -> PreemptionPlan | Refused:
     """Evict (or shrink) for ``entry``'s quota: reclaim from borrowers, or with priority
@@ -96,7 +96,7 @@ def for_quota(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
         evict=tuple(keys), eviction_message=f"evicted {why}", shrink=orders, placement=held)
 
 
-def for_capacity(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
+def for_capacity(books: BooksView, entry: AppWrapperEntry, demand: Demand,
                  candidates: tuple[int, ...]) -> PreemptionPlan | Refused:
     """With priority preemption: shrink, or else evict, lower-priority AppWrappers on one
     cluster so that ``entry``'s gang fits there node by node (once per cycle)."""
@@ -134,7 +134,7 @@ def for_capacity(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
         hold=(HoldRoom(index, tuple(found)),))
 
 
-def while_victims_drain(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
+def while_victims_drain(books: BooksView, entry: AppWrapperEntry, demand: Demand,
                         assignment: QuotaAssignment, candidates: tuple[int, ...]
                         ) -> PreemptionPlan | None:
     """``entry``'s victims (from an earlier cycle) are still going: hold its quota and
@@ -154,7 +154,7 @@ def while_victims_drain(books: CycleBooks, entry: AppWrapperEntry, demand: Deman
         hold=tuple(rooms))
 
 
-def fits_now(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
+def fits_now(books: BooksView, entry: AppWrapperEntry, demand: Demand,
              assignment: QuotaAssignment, candidates: tuple[int, ...]) -> bool:
     """True when ``entry`` fits its quota and some cluster open to it as things are."""
     if books.quota.fits(assignment, demand.total) is not None:
@@ -167,7 +167,7 @@ def fits_now(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
     return False
 
 
-def fits_after_eviction(books: CycleBooks, demand: Demand, candidates: tuple[int, ...],
+def fits_after_eviction(books: BooksView, demand: Demand, candidates: tuple[int, ...],
                         victims: Sequence[AppWrapperKey],
                         shrunk: Mapping[AppWrapperKey, ResourceList]) -> bool:
     """True when some cluster's total free room plus what the victims hold there (and
