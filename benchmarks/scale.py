@@ -61,6 +61,7 @@ from bedtools import (
     Mcad,
     connected,
     install_mcad,
+    kubectl,
     say,
     seen_objects,
     start_mcad,
@@ -375,6 +376,46 @@ def cpu_of(pid: int) -> float:
     return (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
 
 
+HUB_REQUESTS = ("apiserver_request_total",
+                "apiserver_crd_conversion_webhook_duration_seconds_count",
+                "apiserver_admission_webhook_admission_duration_seconds_count")
+"""The hub API server's own counters read around the window after the drain: what it was
+asked, by verb and resource, and how often it called a conversion or admission webhook."""
+
+
+def hub_requests(state: Any) -> dict[str, float]:
+    """The hub API server's request counters, summed by what tells the work apart:
+    ``verb resource[/subresource]`` for requests, and the webhook counters by version
+    or webhook name."""
+    text = kubectl(state, "hub", "get", "--raw", "/metrics")
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition("{")
+        if name not in HUB_REQUESTS or "}" not in rest:
+            continue
+        labels = dict(part.split("=", 1) for part in
+                      rest.rsplit("}", 1)[0].replace('"', "").split(",") if "=" in part)
+        if name == "apiserver_request_total":
+            code = labels.get("code", "")
+            what = (f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+                    + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+                    + ("" if code.startswith("2") else f" ({code})"))
+        elif "conversion" in name:
+            what = (f"conversion webhook {labels.get('crd_name', '?')} "
+                    f"{labels.get('from_version', '?')}->{labels.get('to_version', '?')}")
+        else:
+            what = f"admission webhook {labels.get('name', '?')}"
+        counts[what] = counts.get(what, 0.0) + float(rest.rsplit(" ", 1)[1])
+    return counts
+
+
+def most_asked(before: dict[str, float], after: dict[str, float], top: int = 8
+               ) -> list[tuple[str, int]]:
+    """What the hub was asked most between two readings of ``hub_requests``."""
+    grown = {k: int(v - before.get(k, 0.0)) for k, v in after.items()}
+    return sorted(((k, n) for k, n in grown.items() if n > 0), key=lambda kv: -kv[1])[:top]
+
+
 def hub_apiserver(state: Any) -> int:
     """The hub API server's pid (the test bed's supervisor records it)."""
     return int(state.pids["hub-apiserver"])
@@ -498,8 +539,12 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         left = ready + last_dispatch + AFTER_DRAIN_S + 1.5 - time.monotonic()
         say(f"mcad: every Job made; watching the hub for {AFTER_DRAIN_S:.0f} s after the "
             "last dispatch")
+        asked_from = time.monotonic() - ready
+        asked_before = await asyncio.to_thread(hub_requests, state)
         await asyncio.sleep(max(0.0, left))  # a measuring window, not a wait for a state
         after_text = await asyncio.to_thread(mcad.metrics)
+        asked = most_asked(asked_before, await asyncio.to_thread(hub_requests, state))
+        asked_for_s = time.monotonic() - ready - asked_from
     finally:
         profiled = finish_profile(profiler)
         stop_mcad(mcad)
@@ -544,6 +589,9 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "status_writes_waiting_at_end": int(sample_value(after_text,
                                                          "mcad_status_writes_waiting")),
         "workqueue_depth_at_end": int(sample_value(after_text, "mcad_workqueue_depth")),
+        "after_drain_hub_asked": asked,
+        "after_drain_hub_asked_from_s": asked_from - last_dispatch,
+        "after_drain_hub_asked_for_s": asked_for_s,
         "profile": profiled,
         "timeline": sorted(created[n] - ready_wall for n in names),
         "rss_series": samples.rss_mb, "cpu_series": samples.cpu,
@@ -694,6 +742,11 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"{f['after_drain_hub_busy_s']:.0f} s after the last dispatch; "
         f"{f['after_drain_hub_settled_cores']:.3f} cores 20-30 s after it) | "
         f"**{f['after_drain_hub_cpu_ratio']:.2f}** | <= 1.5 |",
+        f"| what the hub API server was asked most in that window (its own counters, read "
+        f"{f.get('after_drain_hub_asked_from_s', 0):.0f} s after the last dispatch, for "
+        f"{f.get('after_drain_hub_asked_for_s', 0):.0f} s) | "
+        + ("; ".join(f"{what}: {n:,}" for what, n in f.get("after_drain_hub_asked") or [])
+           or "-") + " | |",
         f"| mcad start to ready ({f['appwrappers']:,} queued) | {f['startup_s']:.1f} s | |", "",
         "![Dispatch rate, queue, RSS and CPU while the backlog drains](img/scale.png)", "",
         *cpu_table(f.get("ceiling_cpu_ms_per_appwrapper") or {},
@@ -790,7 +843,8 @@ def main() -> int:
         say("wrote docs/benchmarks.md and docs/img/scale.png")
     say(f"the hub API server after the last dispatch: {result['after_drain_hub_cores']:.3f} "
         f"cores against {result['hub_idle_cores']:.3f} idle "
-        f"(x{result['after_drain_hub_cpu_ratio']:.2f}; at most x1.5 wanted)")
+        f"(x{result['after_drain_hub_cpu_ratio']:.2f}; at most x1.5 wanted); asked most: "
+        + "; ".join(f"{what}: {n:,}" for what, n in result["after_drain_hub_asked"]))
     if args.smoke:
         return smoke_verdict(result)
     return 0
