@@ -71,7 +71,7 @@ from bedtools import (
 )
 from prerequisites import MATPLOTLIB, PY_SPY, TESTBED, check, py_spy
 
-from e2e.cluster.topology import TestbedSpec
+from e2e.cluster.topology import TestbedSpec, free_ports
 from e2e.waiting import wait_until
 from mcad.core.life.wrapping import UID_LABEL
 from mcad.gateway import refs, verbs
@@ -421,11 +421,22 @@ def hub_apiserver(state: Any) -> int:
     return int(state.pids["hub-apiserver"])
 
 
-async def idle(state: Any, log: Path) -> tuple[float, float]:
+def webhook_flags() -> tuple[str, ...]:
+    """mcad serving its webhooks as the manifests install it (admission, and the CRD's
+    conversion between v1beta1 and v1beta2), at a URL of its own on this machine."""
+    port = free_ports(1)[0]
+    return ("--webhook-address", f"127.0.0.1:{port}", "--webhook-url",
+            f"https://127.0.0.1:{port}")
+
+
+async def idle(state: Any, log: Path, *, webhooks: bool = False) -> tuple[float, float]:
     """mcad's RSS with nothing queued, once it is ready and has listed every node; and
     the hub API server's CPU (cores) over the next ``IDLE_S`` seconds meanwhile: the
-    level the hub is held to after the drain (mcad running, nothing to do)."""
-    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log)
+    level the hub is held to after the drain (mcad running, nothing to do). With
+    ``webhooks``, the admission webhook it registered is taken away when it stops, so
+    the backlog can be queued while no mcad runs (the conversion stays registered)."""
+    extra = webhook_flags() if webhooks else ()
+    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log, extra=extra)
     hub = hub_apiserver(state)
     try:
         await asyncio.sleep(3)  # a settling window for the reading, not a wait for a state
@@ -435,6 +446,9 @@ async def idle(state: Any, log: Path) -> tuple[float, float]:
         return rss, (cpu_of(hub) - before) / (time.monotonic() - started)
     finally:
         stop_mcad(mcad)
+        if webhooks:
+            kubectl(state, "hub", "delete", "validatingwebhookconfiguration", "mcad",
+                    "--ignore-not-found")
 
 
 async def sample_cpu(pid: int, out: list[tuple[float, float]], origin: float) -> None:
@@ -475,9 +489,9 @@ def busy_after(series: list[tuple[float, float]], start: float, end: float,
 
 
 async def drain(state: Any, hub: Connection, spokes: list[Connection], count: int,
-                log: Path, *, profile: bool = True) -> dict[str, Any]:
+                log: Path, *, profile: bool = True, webhooks: bool = False) -> dict[str, Any]:
     ns = "scale"
-    rss_idle, hub_idle = await idle(state, log)
+    rss_idle, hub_idle = await idle(state, log, webhooks=webhooks)
     say(f"mcad with nothing queued: RSS {rss_idle:.0f} MB; the hub API server "
         f"{hub_idle:.3f} cores")
     await verbs.create(hub, refs.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -490,7 +504,8 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     seen = Seen()
     watchers = [asyncio.create_task(seen.follow(s)) for s in spokes]
     launched = time.monotonic()
-    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log)
+    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log,
+                                         extra=webhook_flags() if webhooks else ())
     ready, ready_wall, cpu_ready = time.monotonic(), time.time(), cpu_seconds(mcad.proc.pid)
     rss_ready = rss_of(mcad.proc.pid)
     samples = Samples()
@@ -795,6 +810,10 @@ def main() -> int:
     parser.add_argument("--ceiling", type=int, default=2000)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--webhooks", action="store_true",
+                        help="mcad serves its admission and conversion webhooks, as the "
+                             "manifests install it (the hub's v1beta2 readers, such as the "
+                             "garbage collector, then get every AppWrapper converted)")
     parser.add_argument("--smoke", action="store_true",
                         help="3 x 100 nodes, 1,000 AppWrappers, nothing written; exit 1 "
                              "below half of the bracket")
@@ -814,7 +833,8 @@ def main() -> int:
             spokes = [conns[s] for s in SPOKES]
             before, before_cpu = await ceiling(conns["hub"], spokes, args.ceiling)
             figures = await drain(state, conns["hub"], spokes, args.appwrappers,
-                                  Path("/tmp/scale-mcad-run.log"), profile=not args.smoke)
+                                  Path("/tmp/scale-mcad-run.log"), profile=not args.smoke,
+                                  webhooks=args.webhooks)
             after, after_cpu = await ceiling(conns["hub"], spokes, args.ceiling,
                                              ns="ceiling-after", clean=False)
             bracketed = bracket(before, after)

@@ -143,9 +143,9 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
     books.order = order
 
     # 3. Decide, in order, charging quota and nodes as AppWrappers are dispatched.
-    if trace is None:
+    if trace is None:  # no one asks the outcome: decide's checks alone, one call less each
         for entry in order:
-            decide(books, entry, order.assignment)
+            _settle(books, entry, order.assignment)
     else:
         for entry in order:
             trace.decided(entry, order.assignment, decide(books, entry, order.assignment))
