@@ -429,6 +429,14 @@ def webhook_flags() -> tuple[str, ...]:
             f"https://127.0.0.1:{port}")
 
 
+def unregister_admission(state: Any) -> None:
+    """Take away the admission webhook a stopped mcad registered, so AppWrappers can be
+    created while no mcad runs (the backlog, the ceiling's); the CRD's conversion stays
+    registered, failing until mcad is back, as it would while mcad restarts."""
+    kubectl(state, "hub", "delete", "validatingwebhookconfiguration", "mcad",
+            "--ignore-not-found")
+
+
 async def idle(state: Any, log: Path, *, webhooks: bool = False) -> tuple[float, float]:
     """mcad's RSS with nothing queued, once it is ready and has listed every node; and
     the hub API server's CPU (cores) over the next ``IDLE_S`` seconds meanwhile: the
@@ -447,8 +455,7 @@ async def idle(state: Any, log: Path, *, webhooks: bool = False) -> tuple[float,
     finally:
         stop_mcad(mcad)
         if webhooks:
-            kubectl(state, "hub", "delete", "validatingwebhookconfiguration", "mcad",
-                    "--ignore-not-found")
+            unregister_admission(state)
 
 
 async def sample_cpu(pid: int, out: list[tuple[float, float]], origin: float) -> None:
@@ -563,6 +570,8 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     finally:
         profiled = finish_profile(profiler)
         stop_mcad(mcad)
+        if webhooks:
+            unregister_admission(state)
         sampler.cancel()
         hub_sampler.cancel()
         for w in watchers:
