@@ -95,7 +95,7 @@ class _Pod:
     """A Failed pod: its first container that ended badly (what gang health reads)."""
 
     def as_read(self) -> dict[str, Any]:
-        """The pod as progress reads it (``core.progress.count_pods``), made when asked:
+        """The pod as progress reads it (``core.life.completion.count_pods``), made when asked:
         kept as these few fields, not as dicts, since 10,000 running pods are kept."""
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if self.deleted_at:
