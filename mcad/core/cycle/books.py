@@ -172,7 +172,7 @@ class CycleBooks:
         self.capacity_misfits: dict[tuple[object, ...],
                                     tuple[tuple[PodSet, ...] | None, Blocked]] = {}
         """(pod shapes, candidate clusters) -> why it did not fit, and the pod sets its
-        sentence names (None: it names none; ``placement.retell``)."""
+        sentence names (None: it names none; ``nodefit.retell``)."""
         self.acts = 0
         """How many decisions so far did more than give a reason to wait: dispatched,
         evicted or shrank others, took a preemption turn, or became the head of the line.
