@@ -15,12 +15,14 @@ import pytest
 
 from mcad.core.life import health
 from mcad.core.life.health import (
+    AUTOPILOT_LABEL,
     FailedPod,
     FaultPolicy,
     GangState,
     GiveUp,
     Healthy,
     Mending,
+    NodeHealthRules,
     Reset,
     judge,
 )
@@ -166,3 +168,30 @@ def test_the_grace_counts_from_when_the_failure_was_first_seen() -> None:
     first_seen = judged(gang, now=600, unhealthy_since=None)
     assert isinstance(first_seen, Mending) and first_seen.since == at(600)
     assert first_seen.until - first_seen.since == timedelta(seconds=60)
+
+
+def _pod(gpus: int) -> dict[str, object]:
+    limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    return {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+
+
+def test_every_pod_template_that_asks_for_gpus_is_kept_off_sick_nodes() -> None:
+    """A LeaderWorkerSet's ``leaderTemplate`` and ``workerTemplate`` are pod templates as
+    a Job's ``template`` is: each that asks for GPUs gets the required NotIn and the
+    preferred one; a CPU template is left as it is, and the input is not changed."""
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+           "spec": {"leaderWorkerTemplate": {"leaderTemplate": _pod(8),
+                                             "workerTemplate": _pod(8)},
+                    "sidecar": {"template": _pod(0)}}}
+    guarded = NodeHealthRules().guarded(lws)
+    inner = guarded["spec"]["leaderWorkerTemplate"]
+    for template in (inner["leaderTemplate"], inner["workerTemplate"]):
+        node = template["spec"]["affinity"]["nodeAffinity"]
+        required = node["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert required["nodeSelectorTerms"][0]["matchExpressions"] == [
+            {"key": AUTOPILOT_LABEL, "operator": "NotIn", "values": ["ERR", "EVICT", "TESTING"]}]
+        assert node["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {
+            "matchExpressions": [{"key": AUTOPILOT_LABEL, "operator": "NotIn",
+                                  "values": ["WARN"]}]}
+    assert guarded["spec"]["sidecar"] is lws["spec"]["sidecar"]  # no GPUs: shared, as it was
+    assert "affinity" not in lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
