@@ -254,12 +254,13 @@ def estimate_start(snapshot: Snapshot, entry: AppWrapperEntry) -> tuple[datetime
     demand = entry.demand
     if demand is None:
         return None, "its demand cannot be read"
-    board = ClusterBoard(snapshot.clusters)
-    candidates = [i for i, cluster in enumerate(board.clusters)
-                  if _may_not_use(entry, cluster) is None]
-    if any(gang_fits(board.pools[i], demand) for i in candidates):
+    # A board of the clusters it may use alone: a pool is built per cluster on it, and
+    # explain answers on the event loop.
+    board = ClusterBoard(c for c in snapshot.clusters if _may_not_use(entry, c) is None)
+    candidates = range(len(board.clusters))
+    if any(gang_fits(pool, demand) for pool in board.pools):
         return snapshot.now, "it fits now"
-    usable = {board.clusters[i].name for i in candidates}
+    usable = {cluster.name for cluster in board.clusters}
     running = [e for e in snapshot.appwrappers if isinstance(e.phase, Admitted)
                and e.phase.cluster in usable and e.expected_end is not None]
     declared = len(running)
