@@ -178,6 +178,11 @@ class CycleBooks:
         evicted or shrank others, took a preemption turn, or became the head of the line.
         Counted by the methods that do those things, so the cycle tells a decision's
         ``Outcome`` (``mcad.core.cycle.decide``) from the books' own record."""
+        self.plain_wait: Blocked | None = None
+        """The quota misfit the decision just made gave, when it gave only that: a wait
+        that reads nothing but the AppWrapper's ``Alike``, its quota node and what the
+        cycle already cached, so every alike AppWrapper of that node waits for the same
+        (``mcad.core.cycle.decide``)."""
 
     # -- reading ------------------------------------------------------------------------
     def assignment(self, labels: Mapping[str, str]) -> QuotaAssignment | QuotaProblem:

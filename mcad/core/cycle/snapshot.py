@@ -8,6 +8,7 @@ snapshot always gives the same result.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -102,6 +103,41 @@ class BackfillPromise:
     end: datetime
 
 
+class Alike:
+    """What a waiting AppWrapper's decision reads of it once its quota node is known and
+    nothing holds it back (no hold, no requeue pause, not elastic): its demand's total and
+    shape, the clusters it names or selects, the kinds it wraps and its namespace.
+    Interned, as ``Shape`` is: entries that are alike hold one object, so the cycle
+    answers a long queue's many alike waiters from one decision, keyed on an identity
+    hash (``mcad.core.cycle.decide``). Two equal ones that came apart only cost a second
+    decision: a memo never joins unequal ones."""
+
+    __slots__ = ("__weakref__", "key")
+
+    def __init__(self, key: tuple[object, ...]) -> None:
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"Alike({self.key!r})"
+
+
+_ALIKE: weakref.WeakValueDictionary[tuple[object, ...], Alike] = weakref.WeakValueDictionary()
+
+
+def alike_of(entry: AppWrapperEntry) -> Alike | None:
+    """The interned ``Alike`` of ``entry``; None when it has no demand or is elastic
+    (an elastic one may start small: its decision reads room each time)."""
+    demand = entry.demand
+    if demand is None or entry.elastic_min is not None:
+        return None
+    key = (demand.total, demand.shape, entry.clusters, entry.cluster_selector, entry.kinds,
+           entry.namespace)
+    found = _ALIKE.get(key)
+    if found is None:
+        found = _ALIKE.setdefault(key, Alike(key))
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class AppWrapperEntry:
     """One AppWrapper as the cycle sees it."""
@@ -152,6 +188,8 @@ class AppWrapperEntry:
     namespace: str = field(init=False, repr=False, compare=False)
     """The namespace part of ``key``, split once per entry: the cycle looks it up in the
     namespaces closed on some cluster (``mcad.core.placement.namespaces``)."""
+    alike: Alike | None = field(init=False, repr=False, compare=False)
+    """What its decision reads of it while it waits (``Alike``), worked out once."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "namespace", self.key.partition("/")[0])
@@ -162,6 +200,7 @@ class AppWrapperEntry:
         except (OverflowError, ValueError):
             since = float("-inf")
         object.__setattr__(self, "since", since)
+        object.__setattr__(self, "alike", alike_of(self))
 
     def end(self, runtime: float | None) -> datetime | None:
         """When it should end, admitted: its declared end, else its dispatch plus
