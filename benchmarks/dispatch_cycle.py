@@ -42,6 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from mcad.controller import heap  # noqa: E402
 from mcad.core.cycle.carried import CarriedCycle  # noqa: E402
 from mcad.core.cycle.decide import (  # noqa: E402
     Admitted,
@@ -367,18 +368,31 @@ def measure_big(repeat: int, *, profile: bool = True) -> dict[str, Any]:
     snapshot = build_snapshot(queued=100_000, clusters=50, nodes=1000)
     built = time.perf_counter() - started
     dispatch_cycle(snapshot)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        dispatch_cycle(snapshot)
-        times.append((time.perf_counter() - start) * 1000)
+
+    def timed() -> list[float]:
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            dispatch_cycle(snapshot)
+            times.append((time.perf_counter() - start) * 1000)
+        return times
+
+    # First with CPython's collector settings, then with those `mcad run` sets
+    # (mcad.controller.heap: a young collection every 20,000 allocations, what is alive
+    # once the hub is listed frozen), the figure the target is held to: the cycle runs
+    # in that process, and the defaults add full collections of the 100,000 entries.
+    default = spread(timed())
+    heap.tune()
+    heap.settle()
+    times = timed()
     tracemalloc.start()
     dispatch_cycle(snapshot)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {**spread(times), "peak_mib": peak / 2**20, "rss_mib": rss, "build_s": built,
-            "runs": float(repeat), "profile": profiled(snapshot) if profile else ""}
+    return {**spread(times), "default_gc": default, "peak_mib": peak / 2**20,
+            "rss_mib": rss, "build_s": built, "runs": float(repeat),
+            "profile": profiled(snapshot) if profile else ""}
 
 
 def profiled(snapshot: Snapshot, top: int = 14) -> str:
@@ -466,10 +480,14 @@ def report(snapshot: Snapshot, figures: dict[str, float], *, repeat: int,
                f"{platform.machine()}, {_cpus()} CPUs")
     big_rows = "" if big is None else f"""
 The same cycle, by simulation, with **100,000 queued over 50 clusters x 1,000 nodes**
-(the snapshot took {big['build_s']:.0f} s to build): median {big['median']:.0f} ms, min
-{big['min']:.0f} ms, p95 {big['p95']:.0f} ms over {big['runs']:.0f} runs; peak Python allocation
-during a cycle {big['peak_mib']:.1f} MiB; the process's RSS {big['rss_mib']:.0f} MiB
-(snapshot included). The 500 ms target: this {big_verdict} it.
+(the snapshot took {big['build_s']:.0f} s to build), with the garbage collector set as
+`mcad run` sets it (`mcad.controller.heap`): median {big['median']:.0f} ms, min
+{big['min']:.0f} ms, p95 {big['p95']:.0f} ms over {big['runs']:.0f} runs. With CPython's
+default settings (full collections of the 100,000 entries fall inside some cycles):
+median {big['default_gc']['median']:.0f} ms, min {big['default_gc']['min']:.0f} ms, p95
+{big['default_gc']['p95']:.0f} ms. Peak Python allocation during a cycle
+{big['peak_mib']:.1f} MiB; the process's RSS {big['rss_mib']:.0f} MiB (snapshot included).
+The 500 ms target, held to the first figure: this {big_verdict} it.
 
 Where that cycle spends its own time (cProfile, one cycle):
 

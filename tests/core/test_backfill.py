@@ -6,12 +6,14 @@ starts now only when it ends before the head's reservation or leaves its room wh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mcad.core.cycle.backfill import BackfillPolicy, HeadReservation, may_backfill
-from mcad.core.quota.fairness import in_order, order_key
+from mcad.core.quota.fairness import age_key, in_order, order_key
 from mcad.core.workload.resources import ResourceList
 from tests.builders.snapshots import at
 
@@ -28,6 +30,10 @@ class Item:
     @property
     def since(self) -> float:
         return (self.queued_since or self.created).timestamp()
+
+    @property
+    def age_key(self) -> str:
+        return age_key(self.since, self.uid)
 
 
 @dataclass
@@ -103,3 +109,17 @@ def test_easy_backfill_keeps_the_heads_reservation(
     assert got.allowed is want_allowed
     assert got.message.startswith(want_message) or want_message in got.message
     assert got.promised is want_promised
+
+
+@given(st.lists(st.tuples(
+    st.one_of(st.datetimes(timezones=st.just(UTC)), st.just(None)),
+    st.text(min_size=0, max_size=6)), max_size=40))
+def test_age_key_sorts_as_time_then_uid(items: list[tuple[datetime | None, str]]) -> None:
+    """One string per entry, sorted, gives the order of (since, uid): any datetime the
+    API can carry (years 1 to 9999, to the microsecond), a time too far to stamp first."""
+    def since(moment: datetime | None) -> float:
+        return float("-inf") if moment is None else moment.timestamp()
+
+    by_key = sorted(items, key=lambda i: age_key(since(i[0]), i[1]))
+    by_pair = sorted(items, key=lambda i: (since(i[0]), i[1]))
+    assert [(since(m), u) for m, u in by_key] == [(since(m), u) for m, u in by_pair]

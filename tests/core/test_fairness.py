@@ -31,8 +31,8 @@ def teams(a: int = 8, b: int = 8, root: int = 16) -> QuotaForest:
 
 def order(entries: list[AppWrapperEntry], forest: QuotaForest) -> FairOrder[AppWrapperEntry]:
     return FairOrder(entries, now=at(1000), forest=forest,
-                     assignment_of=lambda e: forest.resolve(e.quota_labels),
-                     demand_of=lambda e: e.demand.total if e.demand else None)
+                     assignments_of=lambda es: [forest.resolve(e.quota_labels) for e in es],
+                     demands_of=lambda es: [e.demand.total if e.demand else None for e in es])
 
 
 def test_a_team_under_its_quota_goes_before_a_backlog_that_borrows() -> None:

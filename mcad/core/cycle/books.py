@@ -26,6 +26,7 @@ What is kept:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -196,9 +197,22 @@ class CycleBooks:
             found = self._assignments[key] = self.quota.resolve(labels)
         return found
 
-    def assignment_of(self, entry: AppWrapperEntry) -> QuotaAssignment | QuotaProblem:
-        """``assignment`` of ``entry``'s labels (the queue's order asks it of each)."""
-        return self.assignment(entry.quota_labels)
+    def assignments_of(self, entries: Sequence[AppWrapperEntry]
+                       ) -> list[QuotaAssignment | QuotaProblem | None]:
+        """``assignment`` of each entry's labels, for the queue's order: with one tree,
+        the labels are read and the cache asked in C (100,000 entries cost 50 ms as a
+        call each), and only label sets not seen yet this cycle are resolved."""
+        one_tree = self.one_tree
+        if one_tree is None:
+            return [self.assignment(e.quota_labels) for e in entries]
+        found: list[QuotaAssignment | QuotaProblem | None] = list(map(
+            self._assignments.get,
+            map(operator.methodcaller("get", one_tree), map(_LABELS, entries))))
+        if None in found:
+            for index, assignment in enumerate(found):
+                if assignment is None:
+                    found[index] = self.assignment(entries[index].quota_labels)
+        return found
 
     def eviction_view(self) -> QuotaForest:
         """Quota as it will be once this cycle's victims are gone."""
@@ -447,3 +461,6 @@ class CycleBooks:
     def result(self) -> CycleResult:
         return CycleResult(tuple(self.dispatches), tuple(self.pending),
                            tuple(self.evictions), tuple(self.resizes))
+
+
+_LABELS = operator.attrgetter("quota_labels")

@@ -54,6 +54,8 @@ AppWrapper's bound pods in ``held_by``.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
 from dataclasses import replace
 from enum import Enum
 from typing import Protocol
@@ -122,10 +124,9 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
     order decided, and the ``Outcome`` of deciding it."""
     books = CycleBooks(snapshot)
     # 1. Running AppWrappers hold quota; they are the eviction candidates.
-    queued: list[AppWrapperEntry] = []
-    admitted: list[AppWrapperEntry] = []
-    for entry in snapshot.appwrappers:
-        (admitted if isinstance(entry.phase, Admitted) else queued).append(entry)
+    entries = snapshot.appwrappers  # (two comprehensions: half the time of one loop)
+    admitted = [e for e in entries if isinstance(e.phase, Admitted)]
+    queued = [e for e in entries if not isinstance(e.phase, Admitted)]
     books.hold_running(admitted)
     for entry in admitted:
         if entry.hold is not None and entry.hold.reason == PendingReason.SUSPENDED and \
@@ -139,7 +140,7 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
 
     # 2. Queue order: within quota first, then fair shares (live, as quota is charged).
     order = FairOrder(queued, now=snapshot.now, forest=books.quota,
-                      assignment_of=books.assignment_of, demand_of=_total,
+                      assignments_of=books.assignments_of, demands_of=_totals,
                       fair=snapshot.policy.fair_sharing)
     books.order = order
 
@@ -161,6 +162,18 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
 
     # 5. The decisions.
     return books, books.result()
+
+
+_DEMAND = operator.attrgetter("demand")
+_TOTAL = operator.attrgetter("demand.total")
+
+
+def _totals(entries: Sequence[AppWrapperEntry]) -> list[ResourceList | None]:
+    """Each entry's demand's total (None: no demand), read in C when every entry has a
+    demand (a ``Demand`` is always true), not by a Python call for each of 100,000."""
+    if all(map(_DEMAND, entries)):
+        return list(map(_TOTAL, entries))
+    return list(map(_total, entries))
 
 
 def _total(entry: AppWrapperEntry) -> ResourceList | None:
@@ -204,29 +217,27 @@ def _settle_all(books: CycleBooks, order: FairOrder[AppWrapperEntry]) -> None:
     Why it is the same decision: that wait read, besides what ``Alike`` holds, only the
     cycle's misfit caches (an entry, once made, stays as it is for the cycle), the
     board's fixed facts and whether the line has a head (which, once it has, it keeps).
-    What is per AppWrapper and read before it (its hold, a requeue pause, a promise
-    broken for it, victims draining for it) is checked here for each. At 100,000 queued,
-    nearly all wait so, and this is most of the cycle's cost per entry."""
+    What is per AppWrapper and read before it is checked here for each (a promise
+    broken for it, victims draining for it), or has no ``Alike`` (a hold, a requeue).
+    At 100,000 queued, nearly all wait so, and this was most of the cycle's cost per
+    entry."""
     memos: dict[int, dict[Alike, Blocked]] = {}
     memo: dict[Alike, Blocked] = {}
     last: QuotaAssignment | None = None
     pend = books.pending.append
-    now = books.now
     broken, draining = books.broken_for, books.draining_for
     for entry in order:
         assignment = order.assignment
         if assignment is not last:
             last = assignment
             memo = memos.setdefault(id(assignment), {})  # (the books keep it: no id reuse)
-        alike = entry.alike
-        if alike is not None and entry.hold is None and assignment is not None:
-            not_before = entry.not_before
-            if not_before is None or not_before <= now:
-                blocked = memo.get(alike)
-                if blocked is not None and not (broken and entry.key in broken) and \
-                        not (draining and entry.key in draining):
-                    pend(_pending(Pending, (entry.key, blocked.reason, blocked.message)))
-                    continue
+        alike = entry.alike  # (None when held or requeued: those are decided each alone)
+        if alike is not None:
+            blocked = memo.get(alike)
+            if blocked is not None and not (broken and entry.key in broken) and \
+                    not (draining and entry.key in draining):
+                pend(_pending(Pending, (entry.key, blocked.reason, blocked.message)))
+                continue
         books.plain_wait = None
         _settle(books, entry, assignment)
         if books.plain_wait is not None and alike is not None and assignment is not None:

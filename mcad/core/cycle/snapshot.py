@@ -21,6 +21,7 @@ from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, Cluster
 from mcad.core.placement.clusters import EVERY_CLUSTER, ClusterSelector, PlacementPolicy
 from mcad.core.placement.nodefit import Placement
 from mcad.core.placement.victims import PreemptionPolicy
+from mcad.core.quota.fairness import age_key
 from mcad.core.quota.forest import QuotaForest
 from mcad.core.workload.demand import Demand
 from mcad.core.workload.topology import TopologyPin
@@ -125,10 +126,13 @@ _ALIKE: weakref.WeakValueDictionary[tuple[object, ...], Alike] = weakref.WeakVal
 
 
 def alike_of(entry: AppWrapperEntry) -> Alike | None:
-    """The interned ``Alike`` of ``entry``; None when it has no demand or is elastic
-    (an elastic one may start small: its decision reads room each time)."""
+    """The interned ``Alike`` of ``entry``; None when it has no demand, is elastic (an
+    elastic one may start small: its decision reads room each time), or is held or was
+    requeued (rare: each such one is decided on its own, so the cycle checks neither for
+    the many alike)."""
     demand = entry.demand
-    if demand is None or entry.elastic_min is not None:
+    if demand is None or entry.elastic_min is not None or entry.hold is not None or \
+            entry.not_before is not None:
         return None
     key = (demand.total, demand.shape, entry.clusters, entry.cluster_selector, entry.kinds,
            entry.namespace)
@@ -188,6 +192,9 @@ class AppWrapperEntry:
     namespace: str = field(init=False, repr=False, compare=False)
     """The namespace part of ``key``, split once per entry: the cycle looks it up in the
     namespaces closed on some cluster (``mcad.core.placement.namespaces``)."""
+    age_key: str = field(init=False, repr=False, compare=False)
+    """``since`` and ``uid`` as one string that sorts as they do
+    (``mcad.core.quota.fairness.age_key``): the queue's sort key after priority."""
     alike: Alike | None = field(init=False, repr=False, compare=False)
     """What its decision reads of it while it waits (``Alike``), worked out once."""
 
@@ -200,6 +207,7 @@ class AppWrapperEntry:
         except (OverflowError, ValueError):
             since = float("-inf")
         object.__setattr__(self, "since", since)
+        object.__setattr__(self, "age_key", age_key(since, self.uid))
         object.__setattr__(self, "alike", alike_of(self))
 
     def end(self, runtime: float | None) -> datetime | None:

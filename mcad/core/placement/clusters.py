@@ -195,13 +195,13 @@ class ClusterBoard:
                policy: PlacementPolicy = PlacementPolicy.BEST_FIT,
                avoid: str | None = None) -> list[int]:
         """Candidates whose total free room holds ``demand.total``, best first."""
-        need = demand.total
+        need = tuple(demand.total.items())  # (read once: asked of every candidate)
         scored: list[tuple[bool, float, str, int]] = []
         for i in candidates:
             total = self.pools[i].total
             allocatable = self._allocatable[i]
             score = 1.0
-            for name, amount in need.items():
+            for name, amount in need:
                 left = total.get(name, 0) - amount
                 if left < 0:
                     break
