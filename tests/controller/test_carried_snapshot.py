@@ -280,7 +280,10 @@ def test_reservation_backfill_sees_expected_run_times_as_of_the_history() -> Non
     book.each = 900.0  # a completion moved the family's median, and the version
     assert [e.expected_runtime for e in dispatcher.snapshot(NOW).appwrappers] == [600.0]
     book.version += 1
-    assert [e.expected_runtime for e in dispatcher.snapshot(NOW).appwrappers] == [900.0]
+    (timed,) = dispatcher.snapshot(NOW).appwrappers
+    assert timed.expected_runtime == 900.0
+    book.version += 1  # another family's completion: this one's run time did not move
+    assert dispatcher.snapshot(NOW).appwrappers[0] is timed  # the same entry, not remade
     plain = Dispatcher(state=world.state, config=RunConfig(),
                        queue=WorkQueue[AppWrapperKey]("appwrappers"), runtimes=book)
     assert [e.expected_runtime for e in plain.snapshot(NOW).appwrappers] == [None]
