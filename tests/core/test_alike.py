@@ -11,6 +11,7 @@ broken for one of them and victims draining for another."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 from datetime import timedelta
 
 import pytest
@@ -29,7 +30,7 @@ from mcad.core.cycle.decide import (
     dispatch_cycle,
     run_cycle,
 )
-from mcad.core.cycle.snapshot import BackfillPromise, CycleResult, Hold, PendingReason
+from mcad.core.cycle.snapshot import Alike, BackfillPromise, CycleResult, Hold, PendingReason
 from mcad.core.placement.capacity import AppWrapperKey, ClusterName
 from mcad.core.placement.clusters import ClusterSelector, PlacementPolicy
 from mcad.core.placement.victims import PreemptionPolicy
@@ -155,3 +156,23 @@ def test_a_run_of_alike_waiters_is_decided_once(monkeypatch: pytest.MonkeyPatch)
     assert len(result.dispatches) + len(waiting) == 50, result.pending
     assert len({(p.reason, p.message) for p in waiting[1:]}) == 1
     assert answered_once == ["ns/aw0", "ns/aw1", "ns/aw2", "ns/aw3"]
+
+
+def test_alike_entries_hold_one_object_and_none_stays_once_no_entry_does() -> None:
+    def entry(name: str, **extra: object) -> AppWrapperEntry:
+        return AppWrapperEntry(key=AppWrapperKey(name), uid=name, priority=0, created=at(0),
+                               demand=demand_of(pod_set(1, gpu=777, cpu=1)),
+                               **extra)  # type: ignore[arg-type]
+
+    gc.collect()
+    before = len(Alike.table)
+    a, b, other = entry("ns/a"), entry("ns/b"), entry("other/c")
+    assert a.alike is b.alike and a.alike is not None
+    assert other.alike is not a.alike  # another namespace
+    assert entry("ns/held", hold=Hold(PendingReason.SUSPENDED, "suspended")).alike is None
+    assert entry("ns/paused", not_before=at(60)).alike is None
+    assert entry("ns/elastic", elastic_min=1).alike is None
+    assert len(Alike.table) == before + 2
+    del a, b, other
+    gc.collect()
+    assert len(Alike.table) == before

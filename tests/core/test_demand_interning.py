@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 
 from mcad.core.workload import demand as demand_module
-from mcad.core.workload.demand import Demand, PodSet
+from mcad.core.workload.demand import Demand, PodSet, Shape
 from mcad.core.workload.resources import ResourceList
 
 
@@ -26,10 +26,10 @@ def test_equal_demands_share_one_shape_and_one_total() -> None:
 
 def test_a_shape_or_total_no_demand_holds_is_let_go() -> None:
     gc.collect()
-    shapes, totals = len(demand_module._SHAPES), len(demand_module._TOTALS)
+    shapes, totals = len(Shape.table), len(demand_module._TOTALS)
     held = [_demand(1000 + i) for i in range(50)]
-    assert len(demand_module._SHAPES) == shapes + 50
+    assert len(Shape.table) == shapes + 50
     assert len(demand_module._TOTALS) == totals + 50
     del held
     gc.collect()
-    assert (len(demand_module._SHAPES), len(demand_module._TOTALS)) == (shapes, totals)
+    assert (len(Shape.table), len(demand_module._TOTALS)) == (shapes, totals)

@@ -8,7 +8,6 @@ snapshot always gives the same result.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,7 +22,7 @@ from mcad.core.placement.nodefit import Placement
 from mcad.core.placement.victims import PreemptionPolicy
 from mcad.core.quota.fairness import age_key
 from mcad.core.quota.forest import QuotaForest
-from mcad.core.workload.demand import Demand
+from mcad.core.workload.demand import Demand, Interned
 from mcad.core.workload.topology import TopologyPin
 
 
@@ -104,25 +103,14 @@ class BackfillPromise:
     end: datetime
 
 
-class Alike:
+class Alike(Interned):
     """What a waiting AppWrapper's decision reads of it once its quota node is known and
     nothing holds it back (no hold, no requeue pause, not elastic): its demand's total and
     shape, the clusters it names or selects, the kinds it wraps and its namespace.
-    Interned, as ``Shape`` is: entries that are alike hold one object, so the cycle
-    answers a long queue's many alike waiters from one decision, keyed on an identity
-    hash (``mcad.core.cycle.decide``). Two equal ones that came apart only cost a second
-    decision: a memo never joins unequal ones."""
+    Interned (``Interned``): entries that are alike hold one object, so the cycle answers
+    a long queue's many alike waiters from one decision (``mcad.core.cycle.decide``)."""
 
-    __slots__ = ("__weakref__", "key")
-
-    def __init__(self, key: tuple[object, ...]) -> None:
-        self.key = key
-
-    def __repr__(self) -> str:
-        return f"Alike({self.key!r})"
-
-
-_ALIKE: weakref.WeakValueDictionary[tuple[object, ...], Alike] = weakref.WeakValueDictionary()
+    __slots__ = ()
 
 
 def alike_of(entry: AppWrapperEntry) -> Alike | None:
@@ -134,12 +122,8 @@ def alike_of(entry: AppWrapperEntry) -> Alike | None:
     if demand is None or entry.elastic_min is not None or entry.hold is not None or \
             entry.not_before is not None:
         return None
-    key = (demand.total, demand.shape, entry.clusters, entry.cluster_selector, entry.kinds,
-           entry.namespace)
-    found = _ALIKE.get(key)
-    if found is None:
-        found = _ALIKE.setdefault(key, Alike(key))
-    return found
+    return Alike.of((demand.total, demand.shape, entry.clusters, entry.cluster_selector,
+                     entry.kinds, entry.namespace))
 
 
 @dataclass(frozen=True, slots=True)

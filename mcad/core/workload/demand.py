@@ -45,7 +45,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from mcad.core.workload.podsets import DeclaredPodSet, PodSetError, pod_template_at
 from mcad.core.workload.quantity import QuantityError, parse_quantity
@@ -121,26 +121,45 @@ class Demand:
         object.__setattr__(self, "total", interned_total(self.total))
 
 
-class Shape:
-    """What placement reads of a demand: each pod set's count, requests, node selector and
-    tolerations, and its topology request. Interned: while any demand holds it, demands
-    whose shapes are equal hold this one object, so the cycle's per-shape caches (a
-    100,000-long queue has a few hundred shapes) key on it at the cost of an identity
-    hash instead of building and comparing tuples of resource lists for every entry.
-    (Two equal shapes that came apart, e.g. made in two threads at once, only cost a
-    second cache entry: a cache never joins unequal shapes.)"""
+class Interned:
+    """A key made one object: while anything holds it, equal keys give this object, so
+    caches key on it at the cost of an identity hash instead of hashing and comparing the
+    key's tuples for each of a long queue's entries. Each subclass has its own table,
+    whose entries go once nothing holds them. (Two equal ones that came apart, e.g. made
+    in two threads at once, only cost a second cache entry: a cache never joins unequal
+    keys.)"""
 
     __slots__ = ("__weakref__", "key")
+    table: ClassVar[weakref.WeakValueDictionary[tuple[object, ...], Interned]]
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls.table = weakref.WeakValueDictionary()
 
     def __init__(self, key: tuple[object, ...]) -> None:
         self.key = key
 
+    @classmethod
+    def of(cls, key: tuple[object, ...]) -> Self:
+        """The one object of this class for ``key``."""
+        found = cls.table.get(key)
+        if found is None:
+            found = cls.table.setdefault(key, cls(key))
+        assert isinstance(found, cls)
+        return found
+
     def __repr__(self) -> str:
-        return f"Shape({self.key!r})"
+        return f"{type(self).__name__}({self.key!r})"
 
 
-_SHAPES: weakref.WeakValueDictionary[tuple[object, ...], Shape] = \
-    weakref.WeakValueDictionary()
+class Shape(Interned):
+    """What placement reads of a demand: each pod set's count, requests, node selector and
+    tolerations, and its topology request. Interned (``Interned``): the cycle's
+    per-shape caches (a 100,000-long queue has a few hundred shapes) key on it."""
+
+    __slots__ = ()
+
+
 _TOTALS: weakref.WeakValueDictionary[frozenset[tuple[str, int]], ResourceList] = \
     weakref.WeakValueDictionary()
 """Demands' totals, interned for the same reason as shapes: the cycle keys its quota
@@ -160,12 +179,8 @@ def interned_total(total: ResourceList) -> ResourceList:
 
 def shape_of(pod_sets: Sequence[PodSet], topology: TopologyRequest | None) -> Shape:
     """The interned ``Shape`` of these pod sets and topology request."""
-    key = (tuple((s.count, s.requests, s.node_selector, s.tolerations) for s in pod_sets),
-           topology)
-    found = _SHAPES.get(key)
-    if found is None:
-        found = _SHAPES.setdefault(key, Shape(key))
-    return found
+    return Shape.of((tuple((s.count, s.requests, s.node_selector, s.tolerations)
+                           for s in pod_sets), topology))
 
 
 class DemandError(ValueError):
