@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcad.core.cycle.backfill import BackfillPolicy, HeadReservation, may_backfill
-from mcad.core.quota.fairness import age_key, in_order, order_key
+from mcad.core.quota.fairness import age_key, in_order, order_key, queue_key
 from mcad.core.workload.resources import ResourceList
 from tests.builders.snapshots import at
 
@@ -32,8 +32,8 @@ class Item:
         return (self.queued_since or self.created).timestamp()
 
     @property
-    def age_key(self) -> str:
-        return age_key(self.since, self.uid)
+    def queue_key(self) -> str | None:
+        return queue_key(self.priority, self.priority_slope, self.since, self.uid)
 
 
 @dataclass
@@ -123,3 +123,20 @@ def test_age_key_sorts_as_time_then_uid(items: list[tuple[datetime | None, str]]
     by_key = sorted(items, key=lambda i: age_key(since(i[0]), i[1]))
     by_pair = sorted(items, key=lambda i: (since(i[0]), i[1]))
     assert [(since(m), u) for m, u in by_key] == [(since(m), u) for m, u in by_pair]
+
+
+@given(st.lists(st.tuples(
+    st.one_of(st.integers(-3, 3), st.integers(-2**53, 2**53),
+              st.sampled_from([-10**20, -10**18, 10**18 - 1, 10**18, 10**20])),
+    st.sampled_from([0.0, 0.0, 0.0, 0.25]),
+    st.integers(0, 3600), st.text(max_size=3)), max_size=30))
+def test_one_sort_of_queue_keys_gives_the_queue_order(
+        items: list[tuple[int, float, int, str]]) -> None:
+    """``in_order``'s one sort of ``queue_key`` strings orders as ``order_key`` does, and
+    a queue where some entry has no key (a slope, a priority too large to stamp) is
+    sorted the long way, to the same order."""
+    now = at(7200)
+    queue = [Item(f"i{n}", priority, at(t), uid, priority_slope=slope)
+             for n, (priority, slope, t, uid) in enumerate(items)]
+    want = [i.name for i in sorted(queue, key=lambda i: order_key(i, now))]
+    assert [i.name for i in in_order(queue, now)] == want

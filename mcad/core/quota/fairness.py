@@ -28,7 +28,7 @@ import heapq
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 from mcad.core.quota.forest import QuotaAssignment, QuotaForest, QuotaProblem
 from mcad.core.workload.resources import ResourceList
@@ -51,8 +51,8 @@ class Orderable(Protocol):
     def since(self) -> float:
         """``queued_since or created`` as POSIX seconds."""
     @property
-    def age_key(self) -> str:
-        """``age_key(since, uid)``: the queue's sort key after priority."""
+    def queue_key(self) -> str | None:
+        """``queue_key(priority, priority_slope, since, uid)``: the queue's sort key."""
 
 
 E = TypeVar("E", bound=Orderable)
@@ -260,6 +260,22 @@ def age_key(since: float, uid: str) -> str:
     return f"{min(max(micros, 0), 10**20 - 1):020d}{uid}"
 
 
+_PRIORITY_OFFSET = 10**18
+"""Priorities strictly within +-this are stamped in the queue key (as 20 fixed-width
+digits of this minus the priority, so that a higher priority sorts first)."""
+
+
+def queue_key(priority: int, slope: float, since: float, uid: str) -> str | None:
+    """The queue's order (priority, higher first, then ``age_key``) as one string, worked
+    out once per entry: a cycle sorts 100,000 entries with one sort of strings. None
+    when the order cannot be fixed in advance: the priority grows with the time waited
+    (``slope``), so the order depends on the cycle's time, or the priority is too large
+    to stamp (``in_order`` then sorts such a queue the long way)."""
+    if slope or not -_PRIORITY_OFFSET < priority < _PRIORITY_OFFSET:
+        return None
+    return f"{_PRIORITY_OFFSET - priority:020d}{age_key(since, uid)}"
+
+
 _NO_LIMIT = 1 << 62
 """Above every rank."""
 
@@ -280,17 +296,24 @@ def _limits(top: tuple[int, float, int] | None, share: float | None) -> tuple[in
 def in_order(entries: Sequence[E], now: datetime) -> list[E]:
     """``entries`` by priority (grown by its slope), then time in the queue, then uid.
 
-    Stable sorts on simple keys rather than one sort on tuples: comparing tuples that
-    hold datetimes is several times slower, and a cycle sorts thousands of entries.
+    One sort of each entry's ``queue_key``, a string made once per entry. An entry
+    without one (its place depends on ``now``) makes that sort fail as soon as it is
+    compared (``None`` does not compare with a string), and not before: the queue is
+    then sorted in three stable sorts on simple keys (comparing tuples that hold
+    datetimes is several times slower). This costs a queue with no slope nothing, where
+    a separate pass to look for a slope cost 12 ms at 100,000.
     """
-    ordered = sorted(entries, key=_AGE)  # (since, uid) as one string, made once per entry
-    if any(map(_SLOPE, entries)):
-        ordered.sort(key=lambda e: effective_priority(e, now), reverse=True)
-    else:
-        ordered.sort(key=_PRIORITY, reverse=True)
+    try:
+        return sorted(entries, key=_QUEUE_KEY)
+    except TypeError:  # (a key of None: a slope, or a priority too large to stamp)
+        pass
+    ordered = sorted(entries, key=_UID)
+    ordered.sort(key=_SINCE)
+    ordered.sort(key=lambda e: effective_priority(e, now), reverse=True)
     return ordered
 
 
-_AGE = operator.attrgetter("age_key")
-_PRIORITY = operator.attrgetter("priority")
-_SLOPE = operator.attrgetter("priority_slope")
+_QUEUE_KEY = cast("Callable[[Orderable], str]", operator.attrgetter("queue_key"))
+"""(typed as giving a string: when it gives None, the sort's TypeError is caught)"""
+_UID = operator.attrgetter("uid")
+_SINCE = operator.attrgetter("since")
