@@ -116,6 +116,68 @@ def test_no_appwrapper_within_its_quota_waits_behind_a_borrower(
             fair.charged(assignment)
 
 
+def reference_order(entries: list[AppWrapperEntry], forest: QuotaForest,
+                    dispatch: list[bool]) -> list[str]:
+    """The fair order's rule, stated the long way: at each step every group's head is
+    placed anew ((0, rank) within its own quota, else (1, share, rank)) and the least
+    goes; a dispatched one is charged before the next step."""
+    ranked = sorted(entries, key=lambda e: (-e.priority, e.created, e.uid))
+    rank = {e.key: r for r, e in enumerate(ranked)}
+    groups: dict[QuotaAssignment, list[AppWrapperEntry]] = {}
+    for entry in ranked:
+        assignment = forest.resolve(entry.quota_labels)
+        assert isinstance(assignment, QuotaAssignment)
+        groups.setdefault(assignment, []).append(entry)
+    several = len(groups) > 1
+    taken: list[str] = []
+    while any(groups.values()):
+        def place(item: tuple[QuotaAssignment, list[AppWrapperEntry]]) -> tuple[Any, ...]:
+            assignment, queue = item
+            head = queue[0]
+            if not several or forest.within_own_quota(assignment, head.demand.total):  # type: ignore[union-attr]
+                return (0, 0.0, rank[head.key])
+            return (1, forest.share(assignment), rank[head.key])
+        assignment, queue = min(((a, q) for a, q in groups.items() if q), key=place)
+        head = queue.pop(0)
+        if dispatch[len(taken)]:
+            forest.charge(assignment, head.demand.total)  # type: ignore[union-attr]
+        taken.append(head.key)
+    return taken
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(queues(), st.booleans())
+def test_the_order_in_runs_is_the_rule_stated_step_by_step(
+        case: tuple[list[AppWrapperEntry], QuotaForest, list[bool]], by_runs: bool) -> None:
+    """``FairOrder`` works out whole runs ahead (``runs``; ``__iter__`` reads them one
+    entry at a time) and is cut where a dispatch changes usage: it gives the order the
+    rule gives step by step, whichever way it is read."""
+    entries, forest, dispatch = case
+    want = reference_order(entries, forest.copy(), dispatch)
+    fair = order(entries, forest)
+    got: list[str] = []
+
+    def decided(entry: AppWrapperEntry) -> bool:
+        """Whether usage changed."""
+        if dispatch[len(got)]:
+            assert fair.assignment is not None
+            forest.charge(fair.assignment, entry.demand.total)  # type: ignore[union-attr]
+            fair.charged(fair.assignment)
+        got.append(entry.key)
+        return dispatch[len(got) - 1]
+
+    if by_runs:
+        for run, start, stop in fair.runs():
+            for position in range(start, stop):
+                if decided(run[position]):
+                    fair.cut = position + 1
+                    break
+    else:
+        for entry in fair:
+            decided(entry)
+    assert got == want
+
+
 # -- minimal victims ---------------------------------------------------------------------
 
 def holder(key: str, node: str, gpu: int, priority: int = 0, age: int = 0) -> Holder:

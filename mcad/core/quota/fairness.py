@@ -142,19 +142,46 @@ class FairOrder(Generic[E]):
         self._heap: list[tuple[tuple[int, float, int], int, int]] = []
         self._by_id: list[_Group[E]] = list(self.groups.values())
         self._version = -1
+        self.cut: int | None = None
+        """Set by a consumer of ``runs`` whose decision changed usage: where the run was
+        cut short (the position after that decision)."""
 
     def __iter__(self) -> Iterator[E]:
-        yield from self.first
+        """One entry at a time (``runs``, cut wherever deciding one changed usage)."""
+        forest = self.forest
+        for entries, start, stop in self.runs():
+            version = forest.version
+            for position in range(start, stop):
+                yield entries[position]
+                if forest.version != version:
+                    self.cut = position + 1
+                    break
+
+    def runs(self) -> Iterator[tuple[list[E], int, int]]:
+        """The order as runs: ``entries[start:stop]`` come next, one after another, as
+        long as quota usage (``forest.version``) does not change while they are decided;
+        ``assignment`` is theirs. A consumer whose decision of ``entries[i]`` changed
+        usage sets ``cut = i + 1`` and asks for the next run: what follows is placed
+        anew. Why runs: at 100,000 queued a generator resumed for each entry cost more
+        than deciding most of them (alike waiters, ``mcad.core.cycle.decide``); the same
+        order is worked out for a whole run at once."""
+        self.cut = None
+        yield from self._fixed(self.first)
         if self.plain:
             if len(self.groups) == 1:
                 self.assignment = next(iter(self.groups))
-                yield from self.rest
+                yield from self._fixed(self.rest)
                 return
             assignment_of = {id(e): g.assignment for g in self.groups.values()
                              for e in g.entries}
-            for entry in self.rest:
-                self.assignment = assignment_of[id(entry)]
-                yield entry
+            rest, start = self.rest, 0
+            while start < len(rest):  # runs of one assignment
+                self.assignment = assignment = assignment_of[id(rest[start])]
+                stop = start + 1
+                while stop < len(rest) and assignment_of[id(rest[stop])] is assignment:
+                    stop += 1
+                yield rest, start, stop
+                start, self.cut = (stop, None) if self.cut is None else (self.cut, None)
             return
         for index in range(len(self._by_id)):
             self._push(index)
@@ -170,39 +197,73 @@ class FairOrder(Generic[E]):
             self.assignment = group.assignment
             version = -1  # the usage its limits were worked out at (-1: not yet)
             limit_within = limit_borrowing = 0
-            while group.position < end:
-                position = group.position
-                group.position = position + 1
-                yield entries[position]
-                group.stamp += 1  # whatever ``charged`` pushed for it meanwhile is stale
-                position += 1
-                if position == end:
-                    break
-                # Most steps take the same group again: its next head still goes before
-                # every other group's, so it is yielded without a trip through the heap.
-                # While usage is unchanged (so is the heap: only ``charged`` pushes, after
-                # a charge), the next head goes on when its rank is below the limit for
-                # whether it fits within its quota; else ``_place`` says where it goes.
-                fits = within.get(id(demands[position])) if forest.version == version \
-                    else None
-                if fits is not None and (fits or group.share is not None):
-                    if ranks[position] < (limit_within if fits else limit_borrowing):
-                        continue
-                    place: tuple[int, float, int] = \
-                        (0, 0.0, ranks[position]) if fits else \
-                        (1, group.share or 0.0, ranks[position])
-                else:
-                    asked = self._place(group)  # (brings ``within`` and ``share`` up to date)
-                    if asked is None:  # (never: a head is left; its type allows it)
+            start = group.position  # the head: it goes before every other group's
+            candidate = start + 1  # the first entry not known to go on yet
+            chunk = _FIRST_RUN
+            while True:
+                # The run grows while its next head still goes before every other
+                # group's, so it is taken without a trip through the heap: while usage is
+                # unchanged (so is the heap: only ``charged`` pushes, after a charge),
+                # when its rank is below the limit for whether it fits within its quota;
+                # else ``_place`` says where it goes. At most ``chunk`` entries are
+                # looked at ahead (doubled each time a run is decided whole): a dispatch
+                # cuts the run, and what was looked at past it is looked at again.
+                place = None
+                while candidate < end and candidate - start < chunk:
+                    fits = within.get(id(demands[candidate])) \
+                        if forest.version == version else None
+                    if fits is not None and (fits or group.share is not None):
+                        if ranks[candidate] < (limit_within if fits else limit_borrowing):
+                            candidate += 1
+                            continue
+                        place = (0, 0.0, ranks[candidate]) if fits else \
+                            (1, group.share or 0.0, ranks[candidate])
                         break
-                    place = asked
+                    group.position = candidate  # (``_place`` reads the head there)
+                    place = self._place(group)  # (brings ``within``, ``share`` up to date)
+                    assert place is not None  # (a head is left)
                     version = forest.version
                     limit_within, limit_borrowing = _limits(heap[0][0] if heap else None,
                                                             group.share)
-                    if not heap or place < heap[0][0]:
-                        continue
-                heapq.heappush(heap, (place, group.stamp, index))
-                break
+                    if heap and not place < heap[0][0]:
+                        break
+                    candidate, place = candidate + 1, None
+                cut = None
+                if candidate > start:
+                    # While the run is decided, the group's next head is the one after
+                    # the entry being decided (what ``charged`` may place).
+                    group.position = start + 1
+                    yield entries, start, candidate
+                    cut, self.cut = self.cut, None
+                    group.stamp += 1  # whatever ``charged`` pushed meanwhile is stale
+                group.position = position = candidate if cut is None else cut
+                if position == end:
+                    break
+                if cut is not None:  # usage changed: where its next head goes now
+                    chunk = _FIRST_RUN
+                    place = self._place(group)
+                    assert place is not None
+                    version = forest.version
+                    limit_within, limit_borrowing = _limits(heap[0][0] if heap else None,
+                                                            group.share)
+                    if heap and not place < heap[0][0]:
+                        heapq.heappush(heap, (place, group.stamp, index))
+                        break
+                    start, candidate = position, position + 1
+                    continue
+                if place is not None:  # worked out at unchanged usage
+                    heapq.heappush(heap, (place, group.stamp, index))
+                    break
+                chunk *= 2  # decided whole: the next head is looked at as the run grows
+                start = candidate = position
+
+    def _fixed(self, entries: list[E]) -> Iterator[tuple[list[E], int, int]]:
+        """Runs over ``entries`` whose order does not depend on usage: a cut only says
+        where the next run starts."""
+        start = 0
+        while start < len(entries):
+            yield entries, start, len(entries)
+            start, self.cut = (len(entries) if self.cut is None else self.cut), None
 
     def charged(self, assignment: QuotaAssignment) -> None:
         """Usage under ``assignment`` grew: every group charged to one of its nodes or
@@ -275,6 +336,9 @@ def queue_key(priority: int, slope: float, since: float, uid: str) -> str | None
         return None
     return f"{_PRIORITY_OFFSET - priority:020d}{age_key(since, uid)}"
 
+
+_FIRST_RUN = 8
+"""How far ``FairOrder.runs`` looks ahead at first (doubled while runs are decided whole)."""
 
 _NO_LIMIT = 1 << 62
 """Above every rank."""
