@@ -31,7 +31,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from datetime import datetime
-from itertools import compress
+from itertools import compress, repeat
 from typing import Protocol
 
 from mcad.core.cycle.backfill import BackfillPolicy
@@ -214,6 +214,23 @@ class CycleBooks:
         for index in compress(range(len(found)), map(_IS_NONE, found)):
             found[index] = self.assignment(entries[index].quota_labels)
         return found
+
+    @staticmethod
+    def totals_of(entries: Sequence[AppWrapperEntry]) -> list[ResourceList | None]:
+        """Each entry's demand's total (None: no demand), for the queue's order, read in
+        C through the entries' ``Alike`` as ``assignments_of`` reads their labels (each
+        entry's own demand, scattered in memory, took 46 ms at 100,000 against 12);
+        entries without one are read each alone."""
+        alikes = list(map(_ALIKE, entries))
+        if not any(map(_IS_NONE, alikes)):
+            return list(map(_TOTAL, alikes))
+        # (``getattr(None, "total", None)``: None, until its entry is read alone, below)
+        totals: list[ResourceList | None] = list(map(getattr, alikes, repeat("total"),
+                                                     repeat(None)))
+        for index in compress(range(len(alikes)), map(_IS_NONE, alikes)):
+            demand = entries[index].demand
+            totals[index] = None if demand is None else demand.total
+        return totals
 
     def eviction_view(self) -> QuotaForest:
         """Quota as it will be once this cycle's victims are gone."""
@@ -465,6 +482,7 @@ class CycleBooks:
 
 
 _ALIKE = operator.attrgetter("alike")
+_TOTAL = operator.attrgetter("total")
 _IS_NONE: Callable[[object], bool] = functools.partial(operator.is_, None)
 """``x is None``, called from C: ``None in values`` compares by ``==`` after identity,
 a Python ``__eq__`` call for each quota assignment (11 ms against 4 at 100,000)."""

@@ -54,12 +54,8 @@ AppWrapper's bound pods in ``held_by``.
 
 from __future__ import annotations
 
-import functools
-import operator
-from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import Enum
-from itertools import compress, repeat
 from typing import Protocol
 
 from mcad.core.cycle import elastic, preemptor
@@ -143,7 +139,7 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
 
     # 2. Queue order: within quota first, then fair shares (live, as quota is charged).
     order = FairOrder(queued, now=snapshot.now, forest=books.quota,
-                      assignments_of=books.assignments_of, demands_of=_totals,
+                      assignments_of=books.assignments_of, demands_of=books.totals_of,
                       fair=snapshot.policy.fair_sharing)
     books.order = order
 
@@ -165,31 +161,6 @@ def run_cycle(snapshot: Snapshot, *, trace: Trace | None = None
 
     # 5. The decisions.
     return books, books.result()
-
-
-_ALIKE = operator.attrgetter("alike")
-_ALIKE_TOTAL = operator.attrgetter("total")
-_IS_NONE: Callable[[object], bool] = functools.partial(operator.is_, None)
-
-
-def _totals(entries: Sequence[AppWrapperEntry]) -> list[ResourceList | None]:
-    """Each entry's demand's total (None: no demand), read in C through the entries'
-    ``Alike`` (a few hundred shared objects; each entry's own demand, scattered in
-    memory, took 46 ms at 100,000 against 12), and only those without one each alone."""
-    alikes = list(map(_ALIKE, entries))
-    if not any(map(_IS_NONE, alikes)):
-        return list(map(_ALIKE_TOTAL, alikes))
-    # (``getattr(None, "total", None)``: None, until its entry is read alone, below)
-    totals: list[ResourceList | None] = list(map(getattr, alikes, repeat("total"),
-                                                 repeat(None)))
-    for index in compress(range(len(alikes)), map(_IS_NONE, alikes)):
-        totals[index] = _total(entries[index])
-    return totals
-
-
-def _total(entry: AppWrapperEntry) -> ResourceList | None:
-    demand = entry.demand
-    return None if demand is None else demand.total
 
 
 class Outcome(Enum):
