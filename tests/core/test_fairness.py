@@ -117,7 +117,7 @@ def test_no_appwrapper_within_its_quota_waits_behind_a_borrower(
 
 
 def reference_order(entries: list[AppWrapperEntry], forest: QuotaForest,
-                    dispatch: list[bool]) -> list[str]:
+                    dispatch: list[bool], *, fair: bool = True) -> list[str]:
     """The fair order's rule, stated the long way: at each step every group's head is
     placed anew ((0, rank) within its own quota, else (1, share, rank)) and the least
     goes; a dispatched one is charged before the next step."""
@@ -128,7 +128,7 @@ def reference_order(entries: list[AppWrapperEntry], forest: QuotaForest,
         assignment = forest.resolve(entry.quota_labels)
         assert isinstance(assignment, QuotaAssignment)
         groups.setdefault(assignment, []).append(entry)
-    several = len(groups) > 1
+    several = len(groups) > 1 and fair  # (fair sharing off: priority order alone)
     taken: list[str] = []
     while any(groups.values()):
         def place(item: tuple[QuotaAssignment, list[AppWrapperEntry]]) -> tuple[Any, ...]:
@@ -146,34 +146,41 @@ def reference_order(entries: list[AppWrapperEntry], forest: QuotaForest,
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(queues(), st.booleans())
+@given(queues(), st.booleans(), st.booleans())
 def test_the_order_in_runs_is_the_rule_stated_step_by_step(
-        case: tuple[list[AppWrapperEntry], QuotaForest, list[bool]], by_runs: bool) -> None:
+        case: tuple[list[AppWrapperEntry], QuotaForest, list[bool]], by_runs: bool,
+        fair: bool) -> None:
     """``FairOrder`` works out whole runs ahead (``runs``; ``__iter__`` reads them one
     entry at a time) and is cut where a dispatch changes usage: it gives the order the
-    rule gives step by step, whichever way it is read."""
+    rule gives step by step, whichever way it is read, with fair sharing on or off (off:
+    priority order, each run one quota node's), each entry under its own assignment."""
     entries, forest, dispatch = case
-    want = reference_order(entries, forest.copy(), dispatch)
-    fair = order(entries, forest)
+    want = reference_order(entries, forest.copy(), dispatch, fair=fair)
+    fair_order = FairOrder(entries, now=at(1000), forest=forest, fair=fair,
+                           assignments_of=lambda es: [forest.resolve(e.quota_labels)
+                                                      for e in es],
+                           demands_of=lambda es: [e.demand.total if e.demand else None
+                                                  for e in es])
     got: list[str] = []
 
     def decided(entry: AppWrapperEntry) -> bool:
         """Whether usage changed."""
+        assert fair_order.assignment == forest.resolve(entry.quota_labels)  # (its own)
         if dispatch[len(got)]:
-            assert fair.assignment is not None
-            forest.charge(fair.assignment, entry.demand.total)  # type: ignore[union-attr]
-            fair.charged(fair.assignment)
+            assert fair_order.assignment is not None
+            forest.charge(fair_order.assignment, entry.demand.total)  # type: ignore[union-attr]
+            fair_order.charged(fair_order.assignment)
         got.append(entry.key)
         return dispatch[len(got) - 1]
 
     if by_runs:
-        for run, start, stop in fair.runs():
+        for run, start, stop in fair_order.runs():
             for position in range(start, stop):
                 if decided(run[position]):
-                    fair.cut = position + 1
+                    fair_order.cut = position + 1
                     break
     else:
-        for entry in fair:
+        for entry in fair_order:
             decided(entry)
     assert got == want
 

@@ -192,7 +192,8 @@ class AppWrapperEntry:
     namespaces closed on some cluster (``mcad.core.placement.namespaces``)."""
     queue_key: str | None = field(init=False, repr=False, compare=False)
     """Its priority, ``since`` and ``uid`` as one string that sorts in queue order
-    (``mcad.core.quota.fairness.queue_key``); None when it has a priority slope."""
+    (``mcad.core.quota.fairness.queue_key``); None when it has a priority slope or a
+    priority too large to stamp."""
     alike: Alike | None = field(init=False, repr=False, compare=False)
     """What its decision reads of it while it waits (``Alike``), worked out once."""
 
