@@ -13,7 +13,13 @@
    drift over the drain's time).
 2. mcad's memory with nothing queued (3,000 nodes listed), then with the backlog listed:
    the slope per 1,000 AppWrappers; and, while mcad idles with nothing queued, the hub
-   API server's CPU (``hub_idle_cores``).
+   API server's CPU (``hub_idle_cores``). This is read first, on the empty hub: mcad
+   serves its webhooks as the manifests install it, and this first start has it issue
+   its certificate and point the CRD's conversion webhook at its address. Whenever
+   mcad is stopped after that (the ceilings, the backlog's creation) a stand-in
+   (``benchmarks/standin.py``) answers the conversion there with mcad's converter and
+   certificate, so the hub is measured as installed: unanswered, its v1beta2 watch
+   cache lists every AppWrapper again each second.
 3. ``--appwrappers`` small AppWrappers (1 pod x 1 GPU) are queued while mcad is
    stopped; mcad is started and the clock runs from its /readyz until the last wrapped
    Job's creation on a spoke (its creationTimestamp, listed once mcad's own counter says
@@ -21,6 +27,7 @@
 4. While the backlog drains, a probe AppWrapper of priority 100 every 3 s: how long from
    its creation to its Job seen on a spoke (a watch of the probes' Jobs only).
 5. The dispatch cycle's duration and the Lease renewals' delays (mcad's histograms),
+   the hub's calls to the conversion webhook and their duration (its histogram),
    terms lost (``mcad_leadership_lost_total``), and the controller's RSS and CPU (from
    /proc), sampled every second.
 6. The work left behind: mcad keeps running for 30 s after the last dispatch, and the
@@ -43,13 +50,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import contextlib
 import itertools
 import json
 import os
 import platform
+import shutil
+import socket
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -73,6 +87,7 @@ from prerequisites import MATPLOTLIB, PY_SPY, TESTBED, check, py_spy
 
 from e2e.cluster.topology import TestbedSpec, free_ports
 from e2e.waiting import wait_until
+from mcad.api.visibility import API_SERVICE
 from mcad.core.life.wrapping import UID_LABEL
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
@@ -115,10 +130,15 @@ COMPONENTS = ("kube-apiserver", "etcd", "kube-scheduler", "kube-controller", "kw
 """Test bed processes by name (/proc truncates kube-controller-manager's)."""
 
 
+STANDINS: set[int] = set()
+"""The pids of the conversion stand-ins running now (``standin``)."""
+
+
 def cpu_seconds(mcad_pid: int | None = None) -> dict[str, float]:
     """CPU seconds used so far by the machine's processes, by component: the test bed's
     (all four API servers together, and so on), mcad's, this benchmark's own (the
-    ceiling's client; its probes and their watch), and the rest."""
+    ceiling's client; its probes and their watch), the conversion stand-in's (which
+    answers the CRD's conversion webhook while mcad is stopped), and the rest."""
     out: dict[str, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -131,6 +151,7 @@ def cpu_seconds(mcad_pid: int | None = None) -> dict[str, float]:
         fields = stat[stat.rindex(")") + 2:].split()
         pid = int(entry)
         component = ("mcad" if pid == mcad_pid else "benchmark" if pid == os.getpid()
+                     else "conversion stand-in" if pid in STANDINS
                      else name if name in COMPONENTS else "other")
         out[component] = out.get(component, 0.0) + \
             (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
@@ -387,11 +408,31 @@ HUB_REQUESTS = ("apiserver_request_total",
 asked, by verb and resource, and how often it called a conversion or admission webhook."""
 
 
-def hub_requests(state: Any) -> dict[str, float]:
+def hub_metrics(state: Any) -> str:
+    """The hub API server's /metrics page."""
+    return kubectl(state, "hub", "get", "--raw", "/metrics")
+
+
+CONVERSIONS = "apiserver_crd_conversion_webhook_duration_seconds"
+"""The hub API server's histogram of its calls to the CRD's conversion webhook (each
+AppWrapper written is converted once for its v1beta2 watch cache)."""
+
+
+def conversions_between(before: str, after: str) -> list[tuple[float, float]]:
+    """The successful conversion calls between two readings of ``hub_metrics``, as
+    (upper bound, cumulative count): how long the hub waited on the webhook."""
+    def succeeded(text: str) -> list[tuple[float, float]]:
+        return buckets_of("\n".join(line for line in text.splitlines()
+                                     if 'succeeded="true"' in line), CONVERSIONS)
+    old = dict(succeeded(before))
+    return [(upper, count - old.get(upper, 0.0)) for upper, count in succeeded(after)]
+
+
+def hub_requests(state: Any, text: str | None = None) -> dict[str, float]:
     """The hub API server's request counters, summed by what tells the work apart:
     ``verb resource[/subresource]`` for requests, and the webhook counters by version
-    or webhook name."""
-    text = kubectl(state, "hub", "get", "--raw", "/metrics")
+    or webhook name (from ``text``, a page of ``hub_metrics``, or read now)."""
+    text = hub_metrics(state) if text is None else text
     counts: dict[str, float] = {}
     for line in text.splitlines():
         name, _, rest = line.partition("{")
@@ -425,30 +466,75 @@ def hub_apiserver(state: Any) -> int:
     return int(state.pids["hub-apiserver"])
 
 
-def webhook_flags() -> tuple[str, ...]:
+def webhook_flags(port: int) -> tuple[str, ...]:
     """mcad serving its webhooks as the manifests install it (admission, and the CRD's
-    conversion between v1beta1 and v1beta2), at a URL of its own on this machine."""
-    port = free_ports(1)[0]
+    conversion between v1beta1 and v1beta2), at ``port`` on this machine: the same port
+    for every start in a run, where the conversion stand-in answers while mcad is
+    stopped."""
     return ("--webhook-address", f"127.0.0.1:{port}", "--webhook-url",
             f"https://127.0.0.1:{port}")
 
 
-def unregister_admission(state: Any) -> None:
-    """Take away the admission webhook a stopped mcad registered, so AppWrappers can be
-    created while no mcad runs (the backlog, the ceiling's); the CRD's conversion stays
-    registered, failing until mcad is back, as it would while mcad restarts."""
+def unregister(state: Any) -> None:
+    """Take away what a stopped mcad registered and nothing would answer: the admission
+    webhook, so AppWrappers can be created while no mcad runs (the backlog, the
+    ceiling's), and the visibility API's APIService, whose failing discovery would hold
+    every namespace deletion (the ceiling's) until mcad is back. mcad's leader
+    registers both again when it starts. The CRD's conversion stays registered,
+    answered by the stand-in (``standin``) meanwhile."""
     kubectl(state, "hub", "delete", "validatingwebhookconfiguration", "mcad",
             "--ignore-not-found")
+    kubectl(state, "hub", "delete", "apiservice", API_SERVICE, "--ignore-not-found")
 
 
-async def idle(state: Any, log: Path, *, webhooks: bool = False) -> tuple[float, float]:
+@contextlib.asynccontextmanager
+async def standin(state: Any, port: int) -> AsyncIterator[None]:
+    """The CRD's conversion webhook answered while mcad is stopped (``benchmarks/
+    standin.py``: mcad's converter, certificate and address; why, in its docstring), so
+    that the ceiling's client and the backlog's creation meet the hub as installed, not
+    a v1beta2 watch cache that lists every AppWrapper again each second. mcad must have
+    run once (``idle``): its leader issued the certificate the stand-in serves with."""
+    secret = json.loads(kubectl(state, "hub", "get", "secret", "-n", "mcad-system",
+                                "mcad-webhook-tls", "-o", "json"))
+    folder = Path(tempfile.mkdtemp(prefix="mcad-standin-"))
+    for key in ("tls.crt", "tls.key"):
+        (folder / key).write_bytes(base64.b64decode(secret["data"][key]))
+    proc = await asyncio.to_thread(
+        subprocess.Popen, [sys.executable, str(REPO / "benchmarks" / "standin.py"),
+                           "--address", f"127.0.0.1:{port}", "--cert", str(folder / "tls.crt"),
+                           "--key", str(folder / "tls.key")], stdout=subprocess.DEVNULL)
+    STANDINS.add(proc.pid)
+
+    async def listening() -> bool:
+        if proc.poll() is not None:
+            raise SystemExit(f"the conversion stand-in exited with {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return True
+        return False
+
+    try:
+        await wait_until(listening, within=30, what="the conversion stand-in to listen")
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        STANDINS.discard(proc.pid)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def idle(state: Any, log: Path, port: int) -> tuple[float, float]:
     """mcad's RSS with nothing queued, once it is ready and has listed every node; and
     the hub API server's CPU (cores) over the next ``IDLE_S`` seconds meanwhile: the
-    level the hub is held to after the drain (mcad running, nothing to do). With
-    ``webhooks``, the admission webhook it registered is taken away when it stops, so
-    the backlog can be queued while no mcad runs (the conversion stays registered)."""
-    extra = webhook_flags() if webhooks else ()
-    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log, extra=extra)
+    level the hub is held to after the drain (mcad running, nothing to do). Run first,
+    on the empty hub: this first start also has mcad's leader issue the webhook's
+    certificate and point the CRD's conversion at ``port`` (``standin`` serves both
+    after it). What it registered for callers other than the conversion is taken away
+    when it stops (``unregister``)."""
+    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log, extra=webhook_flags(port))
     hub = hub_apiserver(state)
     try:
         await asyncio.sleep(3)  # a settling window for the reading, not a wait for a state
@@ -458,8 +544,7 @@ async def idle(state: Any, log: Path, *, webhooks: bool = False) -> tuple[float,
         return rss, (cpu_of(hub) - before) / (time.monotonic() - started)
     finally:
         stop_mcad(mcad)
-        if webhooks:
-            unregister_admission(state)
+        unregister(state)
 
 
 async def sample_cpu(pid: int, out: list[tuple[float, float]], origin: float) -> None:
@@ -500,24 +585,25 @@ def busy_after(series: list[tuple[float, float]], start: float, end: float,
 
 
 async def drain(state: Any, hub: Connection, spokes: list[Connection], count: int,
-                log: Path, *, profile: bool = True, webhooks: bool = False,
-                stored_idle: bool = False) -> dict[str, Any]:
+                log: Path, *, port: int, rss_idle: float, hub_idle: float,
+                profile: bool = True, stored_idle: bool = False) -> dict[str, Any]:
+    """The backlog queued while mcad is stopped (the stand-in converting), then mcad
+    started on ``port`` and timed until the last Job; ``rss_idle`` and ``hub_idle`` are
+    ``idle``'s readings."""
     ns = "scale"
-    rss_idle, hub_idle = await idle(state, log, webhooks=webhooks)
-    say(f"mcad with nothing queued: RSS {rss_idle:.0f} MB; the hub API server "
-        f"{hub_idle:.3f} cores")
     await verbs.create(hub, refs.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                               "metadata": {"name": ns}})
     names = [f"aw-{i:05d}" for i in range(count)]
     started = time.monotonic()
-    await bounded(names, lambda n: verbs.create(hub, refs.APPWRAPPERS, small_aw(n),
-                                                namespace=ns))
+    async with standin(state, port):
+        await bounded(names, lambda n: verbs.create(hub, refs.APPWRAPPERS, small_aw(n),
+                                                    namespace=ns))
     say(f"queued {count} AppWrappers in {time.monotonic() - started:.0f}s; starting mcad")
     seen = Seen()
     watchers = [asyncio.create_task(seen.follow(s)) for s in spokes]
+    hub_before = await asyncio.to_thread(hub_metrics, state)
     launched = time.monotonic()
-    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log,
-                                         extra=webhook_flags() if webhooks else ())
+    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log, extra=webhook_flags(port))
     ready, ready_wall, cpu_ready = time.monotonic(), time.time(), cpu_seconds(mcad.proc.pid)
     rss_ready = rss_of(mcad.proc.pid)
     samples = Samples()
@@ -568,7 +654,8 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         say(f"mcad: every Job made; watching the hub for {AFTER_DRAIN_S:.0f} s after the "
             "last dispatch")
         asked_from = time.monotonic() - ready
-        asked_before = await asyncio.to_thread(hub_requests, state)
+        hub_drained = await asyncio.to_thread(hub_metrics, state)
+        asked_before = hub_requests(state, hub_drained)
         await asyncio.sleep(max(0.0, left))  # a measuring window, not a wait for a state
         after_text = await asyncio.to_thread(mcad.metrics)
         asked = most_asked(asked_before, await asyncio.to_thread(hub_requests, state))
@@ -584,8 +671,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     finally:
         profiled = finish_profile(profiler)
         stop_mcad(mcad)
-        if webhooks:
-            unregister_admission(state)
+        unregister(state)
         sampler.cancel()
         hub_sampler.cancel()
         for w in watchers:
@@ -598,6 +684,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         if stored_idle else float("nan")
     waits = sorted(seen.jobs[p] - t for p, t in probes.items() if p in seen.jobs)
     cycle = buckets_of(metrics_text, "mcad_dispatch_cycle_duration_seconds")
+    conversions = conversions_between(hub_before, hub_drained)
     renewals = buckets_of(metrics_text, "mcad_lease_renewal_seconds")
     return {
         "appwrappers": count, "dispatched": len(wanted & created.keys()),
@@ -608,6 +695,9 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "probe_wait_max_s": max(waits, default=float("nan")),
         "cycle_p50_ms": 1000 * quantile(cycle, 0.5),
         "cycle_p99_ms": 1000 * quantile(cycle, 0.99),
+        "drain_conversions": int(conversions[-1][1]) if conversions else 0,
+        "drain_conversion_p50_ms": 1000 * quantile(conversions, 0.5),
+        "drain_conversion_p99_ms": 1000 * quantile(conversions, 0.99),
         "lease_losses": int(sample_value(metrics_text, "mcad_leadership_lost_total")),
         "lease_renewal_p99_s": quantile(renewals, 0.99),
         "lease_renewal_max_bucket_s": highest_bucket(renewals),
@@ -775,6 +865,10 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"{f['lease_renewal_max_bucket_s']:g} s | 0 |",
         f"| dispatch cycle (mcad's histogram, interpolated) | p50 {f['cycle_p50_ms']:.0f} "
         f"ms, p99 {f['cycle_p99_ms']:.0f} ms | |",
+        f"| the hub's calls to mcad's conversion webhook from mcad's start to the last Job "
+        f"(its v1beta2 watch cache converts each AppWrapper written; the hub's histogram) | "
+        f"{f.get('drain_conversions', 0):,}; p50 {f.get('drain_conversion_p50_ms', 0):.1f} "
+        f"ms, p99 {f.get('drain_conversion_p99_ms', 0):.0f} ms | |",
         f"| controller RSS: idle with {3 * nodes:,} nodes; {f['appwrappers']:,} listed; max "
         f"while draining | {f['rss_idle_mb']:.0f} MB; {f['rss_ready_mb']:.0f} MB; "
         f"**{f['rss_max_mb']:.0f} MB** | max <= 250 MB |",
@@ -816,7 +910,9 @@ def cpu_table(ceiling_cpu: dict[str, float], mcad_cpu: dict[str, float],
     total_c, total_m = sum(ceiling_cpu.values()), sum(mcad_cpu.values())
     return ["Where the machine's CPU went, milliseconds per AppWrapper (from /proc, by "
             "process; the four API servers together; `benchmark` is this script: the "
-            "ceiling's client, then the probes, their watch and the metrics it reads):", "",
+            "ceiling's client, then the probes, their watch and the metrics it reads; "
+            "`conversion stand-in` answers the CRD's conversion webhook in the ceiling's "
+            "window, where mcad answers it in its own):", "",
             "| process | ceiling (the burst before the drain) | mcad's drain |",
             "|---|---:|---:|",
             *(f"| {name} | {ceiling_cpu.get(name, 0.0):.1f} | {mcad_cpu.get(name, 0.0):.1f} |"
@@ -846,10 +942,6 @@ def main() -> int:
     parser.add_argument("--ceiling", type=int, default=2000)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--webhooks", action="store_true",
-                        help="mcad serves its admission and conversion webhooks, as the "
-                             "manifests install it (the hub's v1beta2 readers, such as the "
-                             "garbage collector, then get every AppWrapper converted)")
     parser.add_argument("--smoke", action="store_true",
                         help="3 x 100 nodes, 1,000 AppWrappers, nothing written; exit 1 "
                              "below half of the bracket")
@@ -867,12 +959,18 @@ def main() -> int:
     async def run(state: Any) -> dict[str, Any]:
         async with connected(state, ["hub", *SPOKES]) as conns:
             spokes = [conns[s] for s in SPOKES]
-            before, before_cpu = await ceiling(conns["hub"], spokes, args.ceiling)
-            figures = await drain(state, conns["hub"], spokes, args.appwrappers,
-                                  Path("/tmp/scale-mcad-run.log"), profile=not args.smoke,
-                                  webhooks=args.webhooks, stored_idle=not args.smoke)
-            after, after_cpu = await ceiling(conns["hub"], spokes, args.ceiling,
-                                             ns="ceiling-after", clean=False)
+            log, port = Path("/tmp/scale-mcad-run.log"), free_ports(1)[0]
+            rss_idle, hub_idle = await idle(state, log, port)
+            say(f"mcad with nothing queued: RSS {rss_idle:.0f} MB; the hub API server "
+                f"{hub_idle:.3f} cores")
+            async with standin(state, port):
+                before, before_cpu = await ceiling(conns["hub"], spokes, args.ceiling)
+            figures = await drain(state, conns["hub"], spokes, args.appwrappers, log,
+                                  port=port, rss_idle=rss_idle, hub_idle=hub_idle,
+                                  profile=not args.smoke, stored_idle=not args.smoke)
+            async with standin(state, port):
+                after, after_cpu = await ceiling(conns["hub"], spokes, args.ceiling,
+                                                 ns="ceiling-after", clean=False)
             bracketed = bracket(before, after)
             rate = figures["mcad_per_s"]
             return {
