@@ -16,8 +16,8 @@
    API server's CPU (``hub_idle_cores``). This is read first, on the empty hub: mcad
    serves its webhooks as the manifests install it, and this first start has it issue
    its certificate and point the CRD's conversion webhook at its address. Whenever
-   mcad is stopped after that (the ceilings, the backlog's creation) a stand-in
-   (``benchmarks/standin.py``) answers the conversion there with mcad's converter and
+   mcad is stopped after that (the ceilings, the backlog's creation) the process mcad
+   runs for its conversion (``--conversion-address``) answers there alone, with mcad's
    certificate, so the hub is measured as installed: unanswered, its v1beta2 watch
    cache lists every AppWrapper again each second.
 3. ``--appwrappers`` small AppWrappers (1 pod x 1 GPU) are queued while mcad is
@@ -150,7 +150,9 @@ def cpu_seconds(mcad_pid: int | None = None) -> dict[str, float]:
         name = stat[stat.index("(") + 1:stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2:].split()
         pid = int(entry)
-        component = ("mcad" if pid == mcad_pid else "benchmark" if pid == os.getpid()
+        component = ("mcad" if pid == mcad_pid
+                     else "mcad's conversion process" if mcad_pid and fields[1] == str(mcad_pid)
+                     else "benchmark" if pid == os.getpid()
                      else "conversion stand-in" if pid in STANDINS
                      else name if name in COMPONENTS else "other")
         out[component] = out.get(component, 0.0) + \
@@ -306,6 +308,16 @@ class Samples:
     rss_mb: list[tuple[float, float]] = field(default_factory=list)
     cpu: list[tuple[float, float]] = field(default_factory=list)
     """CPU seconds per second (1.0 = one core busy)."""
+    children_rss_mb: list[tuple[float, float]] = field(default_factory=list)
+    """The RSS of the controller's child processes together (its conversion webhook's)."""
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids of ``pid``'s child processes (none when /proc cannot say)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 def read_proc(pid: int) -> tuple[str, list[str]]:
@@ -331,6 +343,11 @@ async def sample_process(pid: int, out: Samples, origin: float) -> None:
             return
         now = time.monotonic()
         out.rss_mb.append((now - origin, rss))
+        children = 0.0
+        for child in children_of(pid):
+            with contextlib.suppress(OSError, StopIteration):
+                children += rss_of(child)
+        out.children_rss_mb.append((now - origin, children))
         cpu_s = (int(stat[11]) + int(stat[12])) / ticks
         if last is not None:
             out.cpu.append((now - origin, (cpu_s - last[1]) / (now - last[0])))
@@ -466,13 +483,18 @@ def hub_apiserver(state: Any) -> int:
     return int(state.pids["hub-apiserver"])
 
 
-def webhook_flags(port: int) -> tuple[str, ...]:
-    """mcad serving its webhooks as the manifests install it (admission, and the CRD's
-    conversion between v1beta1 and v1beta2), at ``port`` on this machine: the same port
-    for every start in a run, where the conversion stand-in answers while mcad is
+Ports = tuple[int, int]
+"""mcad's webhook port and its conversion process's, the same for every start in a run."""
+
+
+def webhook_flags(ports: Ports) -> tuple[str, ...]:
+    """mcad serving its webhooks as the manifests install it: admission and the
+    visibility API on the first port, the CRD's conversion between v1beta1 and v1beta2
+    from a process of its own on the second, where the stand-in answers while mcad is
     stopped."""
-    return ("--webhook-address", f"127.0.0.1:{port}", "--webhook-url",
-            f"https://127.0.0.1:{port}")
+    webhook, conversion = ports
+    return ("--webhook-address", f"127.0.0.1:{webhook}", "--webhook-url",
+            f"https://127.0.0.1:{webhook}", "--conversion-address", f"127.0.0.1:{conversion}")
 
 
 def unregister(state: Any) -> None:
@@ -488,27 +510,34 @@ def unregister(state: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def standin(state: Any, port: int) -> AsyncIterator[None]:
-    """The CRD's conversion webhook answered while mcad is stopped (``benchmarks/
-    standin.py``: mcad's converter, certificate and address; why, in its docstring), so
-    that the ceiling's client and the backlog's creation meet the hub as installed, not
-    a v1beta2 watch cache that lists every AppWrapper again each second. mcad must have
-    run once (``idle``): its leader issued the certificate the stand-in serves with."""
+async def standin(state: Any, ports: Ports) -> AsyncIterator[None]:
+    """The CRD's conversion webhook answered while mcad is stopped, by the process mcad
+    itself runs for it (``mcad.webhook.conversion_server``) with mcad's certificate on
+    mcad's conversion address (the second of ``ports``), so that the ceiling's client and the
+    backlog's creation meet the hub as installed. Unanswered, the hub's v1beta2 watch
+    cache (the controller manager's garbage collector and quota monitor watch
+    AppWrappers at v1beta2) fails to convert and lists every stored AppWrapper from
+    etcd again, about once a second: with 1,000 stored and nothing else happening, the
+    hub API server used 0.059 cores and etcd 0.034, against 0.017 and 0.009 answered.
+    mcad must have run once (``idle``): its leader issued the certificate and pointed
+    the CRD at the address."""
     secret = json.loads(kubectl(state, "hub", "get", "secret", "-n", "mcad-system",
                                 "mcad-webhook-tls", "-o", "json"))
     folder = Path(tempfile.mkdtemp(prefix="mcad-standin-"))
     for key in ("tls.crt", "tls.key"):
         (folder / key).write_bytes(base64.b64decode(secret["data"][key]))
     proc = await asyncio.to_thread(
-        subprocess.Popen, [sys.executable, str(REPO / "benchmarks" / "standin.py"),
-                           "--address", f"127.0.0.1:{port}", "--cert", str(folder / "tls.crt"),
-                           "--key", str(folder / "tls.key")], stdout=subprocess.DEVNULL)
+        subprocess.Popen, [sys.executable, "-m", "mcad.webhook.conversion_server",
+                           "--address", f"127.0.0.1:{ports[1]}", "--cert",
+                           str(folder / "tls.crt"), "--key", str(folder / "tls.key")],
+        cwd=REPO, stdout=subprocess.DEVNULL)
     STANDINS.add(proc.pid)
 
     async def listening() -> bool:
         if proc.poll() is not None:
             raise SystemExit(f"the conversion stand-in exited with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+        with contextlib.suppress(OSError), \
+                socket.create_connection(("127.0.0.1", ports[1]), 1):
             return True
         return False
 
@@ -526,15 +555,15 @@ async def standin(state: Any, port: int) -> AsyncIterator[None]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-async def idle(state: Any, log: Path, port: int) -> tuple[float, float]:
+async def idle(state: Any, log: Path, ports: Ports) -> tuple[float, float]:
     """mcad's RSS with nothing queued, once it is ready and has listed every node; and
     the hub API server's CPU (cores) over the next ``IDLE_S`` seconds meanwhile: the
     level the hub is held to after the drain (mcad running, nothing to do). Run first,
     on the empty hub: this first start also has mcad's leader issue the webhook's
-    certificate and point the CRD's conversion at ``port`` (``standin`` serves both
-    after it). What it registered for callers other than the conversion is taken away
+    certificate and point the CRD's conversion at the second of ``ports`` (``standin``
+    serves there after it). What it registered for callers other than the conversion is taken away
     when it stops (``unregister``)."""
-    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log, extra=webhook_flags(port))
+    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log, extra=webhook_flags(ports))
     hub = hub_apiserver(state)
     try:
         await asyncio.sleep(3)  # a settling window for the reading, not a wait for a state
@@ -585,17 +614,17 @@ def busy_after(series: list[tuple[float, float]], start: float, end: float,
 
 
 async def drain(state: Any, hub: Connection, spokes: list[Connection], count: int,
-                log: Path, *, port: int, rss_idle: float, hub_idle: float,
+                log: Path, *, ports: Ports, rss_idle: float, hub_idle: float,
                 profile: bool = True, stored_idle: bool = False) -> dict[str, Any]:
     """The backlog queued while mcad is stopped (the stand-in converting), then mcad
-    started on ``port`` and timed until the last Job; ``rss_idle`` and ``hub_idle`` are
+    started on ``ports`` and timed until the last Job; ``rss_idle`` and ``hub_idle`` are
     ``idle``'s readings."""
     ns = "scale"
     await verbs.create(hub, refs.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                               "metadata": {"name": ns}})
     names = [f"aw-{i:05d}" for i in range(count)]
     started = time.monotonic()
-    async with standin(state, port):
+    async with standin(state, ports):
         await bounded(names, lambda n: verbs.create(hub, refs.APPWRAPPERS, small_aw(n),
                                                     namespace=ns))
     say(f"queued {count} AppWrappers in {time.monotonic() - started:.0f}s; starting mcad")
@@ -603,7 +632,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     watchers = [asyncio.create_task(seen.follow(s)) for s in spokes]
     hub_before = await asyncio.to_thread(hub_metrics, state)
     launched = time.monotonic()
-    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log, extra=webhook_flags(port))
+    mcad: Mcad = await asyncio.to_thread(start_mcad, state, log, extra=webhook_flags(ports))
     ready, ready_wall, cpu_ready = time.monotonic(), time.time(), cpu_seconds(mcad.proc.pid)
     rss_ready = rss_of(mcad.proc.pid)
     samples = Samples()
@@ -705,6 +734,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "rss_idle_mb": rss_idle, "rss_ready_mb": rss_ready,
         "rss_slope_mb_per_1000": (rss_ready - rss_idle) / (count / 1000),
         "rss_max_mb": max((v for _, v in samples.rss_mb), default=0.0),
+        "conversion_rss_max_mb": max((v for _, v in samples.children_rss_mb), default=0.0),
         "cpu_mean": statistics.fmean(v for _, v in samples.cpu) if samples.cpu else 0.0,
         "hub_idle_cores": hub_idle, "after_drain_hub_cores": after_drain,
         "after_drain_hub_cpu_ratio": after_drain / hub_idle if hub_idle else float("inf"),
@@ -872,6 +902,9 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"| controller RSS: idle with {3 * nodes:,} nodes; {f['appwrappers']:,} listed; max "
         f"while draining | {f['rss_idle_mb']:.0f} MB; {f['rss_ready_mb']:.0f} MB; "
         f"**{f['rss_max_mb']:.0f} MB** | max <= 250 MB |",
+        f"| RSS of mcad's conversion webhook process (`--conversion-address`), max while "
+        f"draining | {f.get('conversion_rss_max_mb', 0.0):.0f} MB | (beside the "
+        "controller's) |",
         f"| memory per 1,000 AppWrappers (listed minus idle, per 1,000) | "
         f"{f['rss_slope_mb_per_1000']:.1f} MB | |",
         f"| controller CPU, mean while draining | {f['cpu_mean']:.2f} cores | |",
@@ -959,16 +992,18 @@ def main() -> int:
     async def run(state: Any) -> dict[str, Any]:
         async with connected(state, ["hub", *SPOKES]) as conns:
             spokes = [conns[s] for s in SPOKES]
-            log, port = Path("/tmp/scale-mcad-run.log"), free_ports(1)[0]
-            rss_idle, hub_idle = await idle(state, log, port)
+            log = Path("/tmp/scale-mcad-run.log")
+            webhook, conversion = free_ports(2)
+            ports: Ports = (webhook, conversion)
+            rss_idle, hub_idle = await idle(state, log, ports)
             say(f"mcad with nothing queued: RSS {rss_idle:.0f} MB; the hub API server "
                 f"{hub_idle:.3f} cores")
-            async with standin(state, port):
+            async with standin(state, ports):
                 before, before_cpu = await ceiling(conns["hub"], spokes, args.ceiling)
             figures = await drain(state, conns["hub"], spokes, args.appwrappers, log,
-                                  port=port, rss_idle=rss_idle, hub_idle=hub_idle,
+                                  ports=ports, rss_idle=rss_idle, hub_idle=hub_idle,
                                   profile=not args.smoke, stored_idle=not args.smoke)
-            async with standin(state, port):
+            async with standin(state, ports):
                 after, after_cpu = await ceiling(conns["hub"], spokes, args.ceiling,
                                                  ns="ceiling-after", clean=False)
             bracketed = bracket(before, after)

@@ -25,6 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from e2e.cluster.topology import free_ports
 from e2e.clusters import Cluster, kubectl
 from e2e.controller import REPO, ControllerProcess
+from mcad.api.conversion import CONVERSION_SERVICE_PORT
 
 SAMPLES = REPO / "tests" / "fixtures" / "appwrapper-v1beta2"
 GROUP = "workload.codeflare.dev"
@@ -32,11 +33,15 @@ CRD = "appwrappers.workload.codeflare.dev"
 UID_LABEL = "workload.codeflare.dev/appwrapper-uid"
 
 
-def webhook_args(port: int, url_port: int | None = None) -> tuple[str, ...]:
+def webhook_args(port: int, url_port: int | None = None,
+                 conversion_port: int | None = None) -> tuple[str, ...]:
     """Serve the webhooks on ``port``; register them at ``url_port`` (a proxy in front of
-    several replicas) or ``port``."""
+    several replicas) or ``port``; with ``conversion_port``, convert in a process of its
+    own there, as the manifests do (``--conversion-address``)."""
     return ("--webhook-address", f"127.0.0.1:{port}",
-            "--webhook-url", f"https://127.0.0.1:{url_port or port}")
+            "--webhook-url", f"https://127.0.0.1:{url_port or port}",
+            *(("--conversion-address", f"127.0.0.1:{conversion_port}")
+              if conversion_port else ()))
 
 
 def converting(kubectl_bin: Path, hub: Cluster) -> bool:
@@ -56,16 +61,18 @@ def restore(kubectl_bin: Path, hub: Cluster) -> None:
         {"spec": {"conversion": {"webhook": {"clientConfig": {
             "url": None, "caBundle": None, "service": {
                 "namespace": "mcad-system", "name": "mcad-webhook", "path": "/convert",
-                "port": 443}}}}}}))
+                "port": CONVERSION_SERVICE_PORT}}}}}}))
 
 
 @contextlib.contextmanager
 def webhooks_by_url(mcad: ControllerProcess, kubectl_bin: Path, hub: Cluster,
                     log_dir: Path) -> Iterator[ControllerProcess]:
-    """mcad with its webhooks registered at a loopback URL, instead of the session's."""
-    port = free_ports(1)[0]
+    """mcad with its webhooks registered at a loopback URL, instead of the session's, and
+    its conversion in a process of its own, as the manifests run it (the failover test
+    keeps it in the controller's server, behind its proxy)."""
+    port, conversion_port = free_ports(2)
     own = ControllerProcess(mcad.hub_kubeconfig, log_dir, name="mcad-v1beta2",
-                            extra_args=webhook_args(port))
+                            extra_args=webhook_args(port, conversion_port=conversion_port))
     mcad.stop()
     try:
         own.start()

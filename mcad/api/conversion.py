@@ -52,6 +52,9 @@ V1BETA1_KEPT = "workload.codeflare.dev/v1beta1"
 RESERVED_ANNOTATIONS = (V1BETA2_KEPT, V1BETA1_KEPT)
 CONVERT_PATH = "/convert"
 """Where mcad's TLS server answers ConversionReviews (the CRD names it)."""
+CONVERSION_SERVICE_PORT = 8443
+"""The webhook Service's port for the conversion webhook's own process (the manifests
+map it to the container's ``conversion`` port, ``--conversion-address``)."""
 MCAD_CONTROLLER = "workload.codeflare.dev/appwrapper-controller"
 """The AppWrapper controller's name in ``spec.managedBy``: mcad runs AppWrappers in its
 place, so this name (or none) is mcad's."""

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from mcad.api import appwrapper, appwrapper_v1beta2, quotasubtree, spokecluster
-from mcad.api.conversion import CONVERT_PATH
+from mcad.api.conversion import CONVERSION_SERVICE_PORT, CONVERT_PATH
 from mcad.api.meta import WireModel
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "crds"
@@ -78,7 +78,8 @@ WEBHOOK_SERVICE = ("mcad-system", "mcad-webhook")
 
 
 def webhook_conversion(path: str) -> dict[str, Any]:
-    """``spec.conversion`` calling mcad's webhook through the manifests' Service.
+    """``spec.conversion`` calling mcad's webhook through the manifests' Service, at the
+    port of the conversion's own process (``--conversion-address``).
 
     ``url: null`` is there on purpose: an mcad run outside the cluster (URL mode) points
     the live CRD at its URL, and ``kubectl apply`` merges the Service in beside it, which
@@ -89,7 +90,7 @@ def webhook_conversion(path: str) -> dict[str, Any]:
     return {"strategy": "Webhook", "webhook": {
         "conversionReviewVersions": ["v1"],
         "clientConfig": {"service": {"namespace": namespace, "name": name, "path": path,
-                                     "port": 443},
+                                     "port": CONVERSION_SERVICE_PORT},
                          "url": None}}}
 
 

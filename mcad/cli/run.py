@@ -44,7 +44,14 @@ from mcad.gateway.connection import (
     in_cluster,
 )
 from mcad.gateway.errors import BadKubeconfig
-from mcad.server import ListenError, bound_port, is_loopback, start_server, token_guard
+from mcad.server import (
+    ListenError,
+    bound_port,
+    is_loopback,
+    parse_address,
+    start_server,
+    token_guard,
+)
 from mcad.visibility import api as visibility
 from mcad.visibility.scope import Scopes
 from mcad.webhook.apiservice import EXTERNAL_SERVICE, VisibilityRegistration
@@ -108,6 +115,12 @@ def add_parser(subparsers: Any) -> None:
                         help="the Service the manifests' APIService names: mcad keeps its "
                              "caBundle current and, in a pod ($POD_IP), points its "
                              "EndpointSlice at the leader")
+    parser.add_argument("--conversion-address", default=None, metavar="HOST:PORT",
+                        help="serve the AppWrapper CRD's conversion webhook from a process "
+                             "of its own on this address (with --webhook-address's "
+                             "certificate), so the dispatch cycle never delays the hub's "
+                             "v1beta2 reads; the CRD is pointed at it (the --webhook-url's "
+                             "host at this port, or the --webhook-service's port 8443)")
     parser.add_argument("--webhook-host", action="append", default=[], metavar="NAME",
                         help="another DNS name or IP the serving certificate must carry")
     parser.add_argument("--local", action="store_true",
@@ -183,10 +196,19 @@ def _registration(args: argparse.Namespace, config: RunConfig) -> Registration |
     if found is not None and not args.webhook_address:
         raise ListenError("the visibility API is served on --webhook-address: give one "
                           "(e.g. :9443, or 127.0.0.1:9443 outside a cluster)")
+    conversion_port: int | None = None
+    if args.conversion_address:
+        if not args.webhook_address:
+            raise ListenError("--conversion-address serves with the webhook's certificate: "
+                              "give --webhook-address too (e.g. :9443 and :9444)")
+        conversion_port = parse_address(args.conversion_address)[1]
+        if not conversion_port:
+            raise ListenError(f"--conversion-address {args.conversion_address!r} needs a "
+                              "port other than 0: the CRD is pointed at it")
     if not url and service is None and found is None:
         return None
     return Registration(url=url, service=service, extra_hosts=tuple(args.webhook_host),
-                        visibility=found)
+                        visibility=found, conversion_port=conversion_port)
 
 
 def https_base(flag: str, given: str) -> str:
@@ -310,7 +332,8 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
             dry_plan=dry_plan, scopes=Scopes(reviews),
             front_proxy=lambda: webhook.front_proxy if webhook is not None else None)
         webhook = WebhookServer(hub=hub, config=config, address=args.webhook_address,
-                                mounted=[("/apis", api)])
+                                mounted=[("/apis", api)],
+                                conversion_address=args.conversion_address)
 
     guard = token_guard(reviews) if args.metrics_auth else None
     runners = []

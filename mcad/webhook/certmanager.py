@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from mcad.api.conversion import CONVERT_PATH
+from mcad.api.conversion import CONVERSION_SERVICE_PORT, CONVERT_PATH
 from mcad.controller.clock import utcnow
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
@@ -55,6 +55,10 @@ class Registration:
     extra_hosts: tuple[str, ...] = ()
     visibility: VisibilityRegistration | None = None
     """The aggregated visibility API, when this replica serves it."""
+    conversion_port: int | None = None
+    """Where the conversion webhook's own process listens (``--conversion-address``):
+    the CRD's conversion then calls the URL's host at this port, or the Service's port
+    ``CONVERSION_SERVICE_PORT``; None: the webhook's own address."""
 
     def hosts(self) -> list[str]:
         names: list[str] = []
@@ -85,16 +89,22 @@ class Registration:
         return config
 
     def conversion_client_config(self, ca: bytes) -> dict[str, Any]:
-        """Where the API server calls ``/convert``: the webhook URL's path replaced, or
-        the Service."""
+        """Where the API server calls ``/convert``: the webhook URL's path replaced (and
+        its port, for the conversion's own process), or the Service."""
         config: dict[str, Any] = {"caBundle": base64.b64encode(ca).decode()}
         if self.url:
             parsed = urlparse(self.url)
             prefix = parsed.path[:-len(PATH)] if parsed.path.endswith(PATH) else ""
-            config["url"] = parsed._replace(path=prefix + CONVERT_PATH).geturl()
+            parsed = parsed._replace(path=prefix + CONVERT_PATH)
+            if self.conversion_port is not None:
+                host = f"[{parsed.hostname}]" if ":" in (parsed.hostname or "") \
+                    else parsed.hostname
+                parsed = parsed._replace(netloc=f"{host}:{self.conversion_port}")
+            config["url"] = parsed.geturl()
         elif self.service:
             config["service"] = {"namespace": self.service[0], "name": self.service[1],
-                                 "path": CONVERT_PATH, "port": 443}
+                                 "path": CONVERT_PATH, "port": 443 if self.conversion_port is None
+                                 else CONVERSION_SERVICE_PORT}
         return config
 
 

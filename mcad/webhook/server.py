@@ -20,6 +20,11 @@ standby may make it), at most ``REVIEWS_AT_ONCE`` in flight; an AppWrapper has a
 ``MAX_WRAPPED_ITEMS`` items, so the work of one request is bounded. When the hub cannot
 answer one, the AppWrapper is refused with a sentence saying so (the reviews still in
 flight are cancelled): an unchecked AppWrapper is never admitted.
+
+With ``conversion_address`` the conversion is also served by a process of its own
+(``ConversionProcess``, ``mcad.webhook.conversion_server``: why, in its docstring),
+started with each certificate this server loads and started again within
+``RELOAD_EVERY_S`` when it dies.
 """
 
 from __future__ import annotations
@@ -28,8 +33,13 @@ import asyncio
 import base64
 import contextlib
 import logging
+import os
+import shutil
 import ssl
+import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -65,14 +75,73 @@ RELOAD_EVERY_S = 5.0
 REVIEW_TIMEOUT_S = 5.0
 
 
+class ConversionProcess:
+    """The conversion webhook's own process (``mcad.webhook.conversion_server``) on
+    ``address``: started with the certificate the webhook server loaded (written to
+    files only this user may read), started again when that certificate changes or when
+    the process has died, and stopped with the server."""
+
+    STOP_WITHIN_S = 5.0
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.started = 0
+        """How many times a process was started (the first included)."""
+        self._proc: asyncio.subprocess.Process | None = None
+        self._serving: bytes | None = None
+        self._folder: Path | None = None
+
+    async def serve(self, cert: bytes, key: bytes) -> None:
+        """Make sure a process serves with ``cert`` and ``key``: nothing to do when one
+        runs with them already."""
+        proc = self._proc
+        if proc is not None and proc.returncode is None and self._serving == cert + key:
+            return
+        if proc is not None and proc.returncode is not None:
+            log.warning("the conversion webhook's process on %s exited with %s; starting "
+                        "it again", self.address, proc.returncode)
+        await self.stop()
+        self._folder = Path(tempfile.mkdtemp(prefix="mcad-conversion-"))  # mode 0700
+        paths = self._folder / "tls.crt", self._folder / "tls.key"
+        for path, data in zip(paths, (cert, key), strict=True):
+            path.write_bytes(data)
+            path.chmod(0o600)
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "mcad.webhook.conversion_server", "--address",
+            self.address, "--cert", str(paths[0]), "--key", str(paths[1]),
+            "--parent", str(os.getpid()))
+        self._serving = cert + key
+        self.started += 1
+        log.info("serving the conversion webhook from process %d on %s", self._proc.pid,
+                 self.address)
+
+    async def stop(self) -> None:
+        proc, self._proc, self._serving = self._proc, None, None
+        if proc is not None and proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), self.STOP_WITHIN_S)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+
 class WebhookServer:
     def __init__(self, *, hub: Connection, config: RunConfig, address: str,
-                 mounted: Sequence[tuple[str, web.Application]] = ()) -> None:
+                 mounted: Sequence[tuple[str, web.Application]] = (),
+                 conversion_address: str | None = None) -> None:
         self.hub = hub
         self.config = config
         self.address = address
         self.mounted = tuple(mounted)
         """Applications served beside the webhook, by path prefix (the visibility API)."""
+        self.converter = ConversionProcess(conversion_address) if conversion_address \
+            else None
+        """The conversion webhook's own process, when it has an address."""
+        self._cert_key: tuple[bytes, bytes] | None = None
         self.discovery = Discovery(hub)
         self.ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -117,10 +186,17 @@ class WebhookServer:
                     self.port = _bound_port(runner) or port
                     log.info("serving the admission webhook on %s:%d", host, self.port)
                     self.serving.set()
+                if self.converter is not None and self._cert_key is not None:
+                    try:
+                        await self.converter.serve(*self._cert_key)
+                    except OSError as err:  # tried again on the next round
+                        log.warning("cannot start the conversion webhook's process: %s", err)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._poke.wait(), RELOAD_EVERY_S)
                 self._poke.clear()
         finally:
+            if self.converter is not None:
+                await self.converter.stop()
             await runner.cleanup()
 
     async def _reload(self) -> None:
@@ -145,6 +221,7 @@ class WebhookServer:
                         self.config.namespace, SECRET, err)
             return
         self._loaded = cert + key
+        self._cert_key = cert, key
         log.info("loaded the webhook certificate from Secret %s/%s", self.config.namespace,
                  SECRET)
 

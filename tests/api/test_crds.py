@@ -180,7 +180,7 @@ def test_appwrappers_are_served_as_v1beta1_stored_and_v1beta2_converted_by_mcad(
     assert crd["spec"]["conversion"] == {"strategy": "Webhook", "webhook": {
         "conversionReviewVersions": ["v1"], "clientConfig": {"service": {
             "namespace": "mcad-system", "name": "mcad-webhook", "path": "/convert",
-            "port": 443},
+            "port": 8443},  # the conversion's own process (manifests: --conversion-address)
             "url": None}}}  # apply removes the URL an out-of-cluster mcad set (e2e/install)
     v1beta2 = versions["v1beta2"]["schema"]["openAPIV3Schema"]
     assert list(crds.structural_problems(v1beta2)) == []

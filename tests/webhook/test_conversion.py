@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from mcad.api import appwrapper, appwrapper_v1beta2
-from mcad.api.conversion import CONVERT_PATH, to_v1beta2
+from mcad.api.conversion import CONVERSION_SERVICE_PORT, CONVERT_PATH, to_v1beta2
 from mcad.config import RunConfig
 from mcad.webhook import conversion
 from mcad.webhook.certmanager import APPWRAPPERS_CRD, CertManager, Registration, configuration
@@ -106,7 +106,7 @@ def manifests_crd() -> dict[str, Any]:
                                                        "namespace": "mcad-system",
                                                        "name": "mcad-webhook",
                                                        "path": CONVERT_PATH,
-                                                       "port": 443}}}}}}
+                                                       "port": CONVERSION_SERVICE_PORT}}}}}}
 
 
 async def test_url_mode_points_the_crd_at_the_webhook_urls_convert() -> None:

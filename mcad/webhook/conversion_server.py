@@ -1,0 +1,95 @@
+"""The CRD's conversion webhook in a process of its own (``--conversion-address``).
+
+    python -m mcad.webhook.conversion_server --address HOST:PORT --cert FILE --key FILE
+        [--parent PID]
+
+Why a process: the hub API server keeps a watch cache per served version of the
+AppWrapper CRD, and the v1beta2 one (the controller manager's garbage collector and
+quota monitor watch at v1beta2, kubectl reads it) converts each AppWrapper written, one
+call at a time, in order. Served on the controller's event loop, each call waits for
+the dispatch cycle that holds the loop: in a 1,000 AppWrapper drain the calls' p99 was
+519 ms, the cache converted 790 of the drain's ~3,700 writes while it lasted and the
+other ~2,970 in the 9 s after it, the hub API server near a core busy meanwhile, and a
+v1beta2 reader saw the drain seconds late. In a process of its own, no cycle stands in
+front of a conversion, and no Python thread of the controller's holds its interpreter
+lock.
+
+What it serves is ``mcad.webhook.conversion.review``, as the controller's own TLS
+server does (which keeps serving ``/convert`` too, for a CRD that still points there),
+with the same bounds: a body over ``MAX_BODY`` refused, at most ``AT_ONCE`` read and
+converted at a time.
+The certificate is the replica's (Secret ``mcad-webhook-tls``): the controller writes
+it to private files and starts this process again when it changes. With ``--parent``
+it exits once that process is gone, so it never outlives the controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import ssl
+from pathlib import Path
+
+from aiohttp import web
+
+from mcad.api.conversion import CONVERT_PATH
+from mcad.server import parse_address
+from mcad.webhook import conversion
+
+PARENT_CHECK_S = 1.0
+"""How often the parent's presence is checked (``--parent``)."""
+
+
+async def serve(host: str, port: int, cert: Path, key: Path, *,
+                parent: int | None = None) -> None:
+    """Answer ConversionReviews on ``host:port`` over TLS until SIGTERM, or until
+    ``parent`` is no longer this process's parent."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+
+    at_once = asyncio.Semaphore(conversion.AT_ONCE)
+
+    async def convert(request: web.Request) -> web.Response:
+        if (request.content_length or 0) > conversion.MAX_BODY:
+            return web.Response(status=413, text="the ConversionReview is larger than "
+                                                 f"{conversion.MAX_BODY} bytes")
+        async with at_once:  # bodies read (memory held) only AT_ONCE at a time
+            body = await request.read()
+            return web.Response(body=conversion.review(body), content_type="application/json")
+
+    app = web.Application(client_max_size=conversion.MAX_BODY)
+    app.router.add_post(CONVERT_PATH, convert)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port, ssl_context=context).start()
+        stop = asyncio.Event()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        while not stop.is_set():
+            if parent is not None and os.getppid() != parent:
+                return  # the controller is gone: so is its converter
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), PARENT_CHECK_S)
+    finally:
+        await runner.cleanup()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address", required=True, metavar="HOST:PORT")
+    parser.add_argument("--cert", type=Path, required=True)
+    parser.add_argument("--key", type=Path, required=True)
+    parser.add_argument("--parent", type=int, default=None,
+                        help="exit once this process is no longer the parent")
+    args = parser.parse_args()
+    host, port = parse_address(args.address)
+    asyncio.run(serve(host, port, args.cert, args.key, parent=args.parent))
+
+
+if __name__ == "__main__":
+    main()

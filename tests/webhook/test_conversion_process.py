@@ -1,0 +1,156 @@
+"""The conversion webhook in a process of its own (``--conversion-address``): why, in
+``mcad.webhook.conversion_server``. What must hold: the hub is pointed at it (the URL's
+host at its port, or the Service's conversion port), it answers exactly as the
+controller's own server does, it comes back when it dies, and it never outlives the
+controller that started it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import json
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from e2e.cluster.topology import free_ports
+from mcad.api.conversion import CONVERSION_SERVICE_PORT, CONVERT_PATH, to_v1beta2
+from mcad.cli.main import build_parser
+from mcad.cli.run import _registration
+from mcad.config import RunConfig
+from mcad.server import ListenError
+from mcad.webhook import conversion
+from mcad.webhook.certmanager import CertManager, Registration
+from mcad.webhook.certs import issue
+from mcad.webhook.server import WebhookServer
+from tests.webhook.test_conversion import STORED, Hub, manifests_crd, review
+
+
+async def test_url_mode_points_the_crd_at_the_urls_host_on_the_conversion_port() -> None:
+    hub = Hub(manifests_crd())
+    registration = Registration(url="https://10.0.0.5:9443/prefix/validate-appwrapper",
+                                conversion_port=9444)
+    bundle = await CertManager(hub=hub.transport.connection("hub"), namespace="mcad-system",
+                               registration=registration).ensure()
+    assert hub.crd is not None
+    assert hub.crd["spec"]["conversion"]["webhook"]["clientConfig"] == {
+        "url": "https://10.0.0.5:9444/prefix/convert",
+        "caBundle": base64.b64encode(bundle.ca_cert).decode()}
+
+
+@pytest.mark.parametrize(("conversion_port", "service_port"), [
+    (9444, CONVERSION_SERVICE_PORT), (None, 443)])
+async def test_service_mode_names_the_services_port_of_whoever_converts(
+        conversion_port: int | None, service_port: int) -> None:
+    hub = Hub(manifests_crd())
+    registration = Registration(service=("mcad-system", "mcad-webhook"),
+                                conversion_port=conversion_port)
+    await CertManager(hub=hub.transport.connection("hub"), namespace="mcad-system",
+                      registration=registration).ensure()
+    assert hub.crd is not None
+    service = hub.crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+    assert service == {"namespace": "mcad-system", "name": "mcad-webhook",
+                       "path": CONVERT_PATH, "port": service_port}
+
+
+def registration_of(*argv: str) -> Registration | None:
+    args = build_parser().parse_args(["run", *argv])
+    return _registration(args, RunConfig())
+
+
+def test_the_flag_reaches_the_registration_and_needs_the_webhooks_certificate() -> None:
+    got = registration_of("--webhook-address", "127.0.0.1:9443", "--conversion-address",
+                          "127.0.0.1:9444", "--webhook-url", "https://127.0.0.1:9443")
+    assert got is not None and got.conversion_port == 9444
+    with pytest.raises(ListenError, match="give --webhook-address too"):
+        registration_of("--conversion-address", "127.0.0.1:9444",
+                        "--webhook-service", "mcad-system/mcad-webhook")
+    with pytest.raises(ListenError, match="needs a port other than 0"):
+        registration_of("--webhook-address", "127.0.0.1:9443",
+                        "--conversion-address", "127.0.0.1:0")
+
+
+@pytest.fixture
+async def converting() -> AsyncIterator[tuple[WebhookServer, str, ssl.SSLContext]]:
+    """A replica's TLS server whose conversion runs in a process of its own."""
+    hub = Hub(manifests_crd())
+    conn = hub.transport.connection("hub")
+    bundle = await CertManager(hub=conn, namespace="mcad-system",
+                               registration=Registration(url="https://127.0.0.1:1")).ensure()
+    port = free_ports(1)[0]
+    server = WebhookServer(hub=conn, config=RunConfig(), address="127.0.0.1:0",
+                           conversion_address=f"127.0.0.1:{port}")
+    task = asyncio.create_task(server.run())
+    await asyncio.wait_for(server.serving.wait(), 10)
+    yield (server, f"https://127.0.0.1:{port}{CONVERT_PATH}",
+           ssl.create_default_context(cadata=bundle.ca_cert.decode()))
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def converted(url: str, trust: ssl.SSLContext, body: dict[str, Any],
+                    within: float = 20.0) -> dict[str, Any]:
+    """The process's answer, once it listens (it starts beside the server)."""
+    deadline = time.monotonic() + within
+    async with aiohttp.ClientSession() as session:
+        while True:
+            try:
+                async with session.post(url, json=body, ssl=trust) as resp:
+                    assert resp.status == 200
+                    got: dict[str, Any] = await resp.json()
+                    return got
+            except aiohttp.ClientConnectorError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
+
+
+async def test_the_process_answers_as_the_controllers_own_server_does(
+        converting: tuple[WebhookServer, str, ssl.SSLContext]) -> None:
+    server, url, trust = converting
+    body = review([STORED])
+    got = await converted(url, trust, body)
+    assert got == json.loads(conversion.review(json.dumps(body).encode()))
+    assert got["response"]["convertedObjects"] == [to_v1beta2(STORED)]
+    assert server.converter is not None and server.converter.started == 1
+
+
+async def test_a_process_that_died_is_started_again(
+        converting: tuple[WebhookServer, str, ssl.SSLContext]) -> None:
+    server, url, trust = converting
+    await converted(url, trust, review([STORED]))
+    assert server.converter is not None
+    proc = server.converter._proc
+    assert proc is not None
+    proc.kill()
+    await proc.wait()
+    server.reload_soon()  # (the next round comes within RELOAD_EVERY_S anyway)
+    got = await converted(url, trust, review([STORED]))
+    assert got["response"]["convertedObjects"] == [to_v1beta2(STORED)]
+    assert server.converter.started == 2
+
+
+def test_the_process_ends_once_its_parent_is_gone(tmp_path: Path) -> None:
+    """Started for a parent that is not its own (as when the controller died), it ends
+    at its first check instead of serving on."""
+    bundle_files = []
+    bundle = issue(["127.0.0.1"], dt.datetime.now(dt.UTC))
+    assert bundle is not None
+    for name, data in (("tls.crt", bundle.cert), ("tls.key", bundle.key)):
+        (tmp_path / name).write_bytes(data)
+        bundle_files.append(str(tmp_path / name))
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "mcad.webhook.conversion_server", "--address",
+         f"127.0.0.1:{free_ports(1)[0]}", "--cert", bundle_files[0], "--key", bundle_files[1],
+         "--parent", "1"], timeout=30, capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 20
