@@ -64,6 +64,15 @@ def webhook_controller(mcad: ControllerProcess, kubectl_bin: Path, hub: Cluster,
         mcad.start()
 
 
+def webhook_calls(kubectl_bin: Path, hub: Cluster) -> float:
+    """How many times the hub's API server has called mcad's admission webhook (its
+    own counter, every operation and outcome)."""
+    metrics = kubectl(kubectl_bin, hub, "get", "--raw", "/metrics")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("apiserver_admission_webhook_admission_duration_seconds_count")
+               and 'name="appwrappers.workload.codeflare.dev"' in line)
+
+
 @pytest.fixture
 async def alice(clusters: dict[str, Cluster], aw_namespace: str,
                 kubectl_path: Path) -> AsyncIterator[client.CustomObjectsApi]:
@@ -129,6 +138,23 @@ async def test_the_webhook_lets_a_user_wrap_only_what_they_may_create(
             await create_aw(hub, aw_namespace, grab)
         assert "GenericItems[1] is a RoleBinding (rbac.authorization.k8s.io/v1), which the " \
                "mcad configuration does not allow to wrap" in str(err.value.body)
+        # Only what the webhook could refuse is sent to it (its matchConditions, checked
+        # here by the real API server's CEL): not a label, nor mcad's finalizer write; a
+        # frozen field changed through the annotation v1beta1 keeps it in still is.
+        before = webhook_calls(kubectl_path, hub)
+        kubectl(kubectl_path, hub, "label", "appwrapper", "honest", "-n", aw_namespace,
+                "seen=yes")
+        assert webhook_calls(kubectl_path, hub) == before
+        frozen = await asyncio.to_thread(
+            subprocess.run, [str(kubectl_path), "--kubeconfig", str(hub.kubeconfig),
+                             # (as v1beta1: on v1beta2 that annotation is mcad's to write)
+                             "annotate", "appwrappers.v1beta1.workload.codeflare.dev",
+                             "honest", "-n", aw_namespace,
+                             'workload.codeflare.dev/v1beta2={"managedBy": "someone-else"}'],
+            capture_output=True, text=True, check=False, timeout=60)
+        assert frozen.returncode != 0 and "spec.managedBy: cannot change" in frozen.stderr, \
+            frozen.stderr
+        assert webhook_calls(kubectl_path, hub) == before + 1
         # mcad's own writes (finalizer, status) and the deletion still go through.
         await hub.custom.delete_namespaced_custom_object(*AW[:2], aw_namespace, AW[2],
                                                          "honest")

@@ -38,6 +38,7 @@ from mcad.gateway.errors import Conflict, NotFound
 from mcad.webhook import apiservice
 from mcad.webhook.apiservice import VisibilityRegistration
 from mcad.webhook.certs import CertBundle, issue
+from mcad.webhook.review import MATCH_CONDITIONS
 from mcad.webhook.server import PATH, SECRET, secret_body
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ def configuration(registration: Registration, ca: bytes) -> dict[str, Any]:
                        "apiVersions": ["v1beta1", "v1beta2"],
                        "operations": ["CREATE", "UPDATE"], "resources": ["appwrappers"],
                        "scope": "Namespaced"}],
+            "matchConditions": MATCH_CONDITIONS,
             "failurePolicy": "Fail", "sideEffects": "None", "matchPolicy": "Equivalent",
             "admissionReviewVersions": ["v1"], "timeoutSeconds": 10}]}
 
@@ -200,9 +202,11 @@ class CertManager:
         if self.registration.url:
             wanted = configuration(self.registration, ca)
             wanted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            # (the rules too: an older mcad registered v1beta1 only)
-            if [(w.get("clientConfig"), w.get("rules")) for w in current.get("webhooks") or []] \
-                    != [(w["clientConfig"], w["rules"]) for w in wanted["webhooks"]]:
+            # (the rules too: an older mcad registered v1beta1 only, and no conditions)
+            if [(w.get("clientConfig"), w.get("rules"), w.get("matchConditions"))
+                    for w in current.get("webhooks") or []] \
+                    != [(w["clientConfig"], w["rules"], w["matchConditions"])
+                        for w in wanted["webhooks"]]:
                 await verbs.replace(self.hub, refs.VALIDATING_WEBHOOKS, wanted)
             return
         bundle = base64.b64encode(ca).decode()

@@ -17,6 +17,14 @@ version (``mcad.api.components.frozen_changes``).
 
 Both versions come here: the configuration's rules name v1beta1 and v1beta2, and the
 check converts a v1beta2 AppWrapper to the stored version (``mcad.validation``).
+
+The API server is told the same rule (``MATCH_CONDITIONS``, in the configuration mcad
+registers and in the manifests'), so an update that could not be refused is not sent
+at all: mcad's own finalizer write on every AppWrapper was a review, and on the
+controller's event loop each one waited for the dispatch cycle in hand (1,022 reviews
+in a 1,000 AppWrapper drain). What it still sends: every create, and every update that
+changes the spec or the annotation where a v1beta1 object keeps v1beta2's fields
+(``workload.codeflare.dev/v1beta2``: its podSets and ``managedBy`` are frozen too).
 """
 
 from __future__ import annotations
@@ -26,9 +34,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcad.api.components import frozen_changes, in_v1beta2_words
-from mcad.api.conversion import V1BETA2
+from mcad.api.conversion import V1BETA2, V1BETA2_KEPT
 from mcad.config import RunConfig
 from mcad.validation import check_appwrapper
+
+
+def _kept(obj: str) -> str:
+    """CEL: the kept-v1beta2 annotation of ``obj`` ('' when absent), never an error (a
+    match condition that fails to evaluate refuses the request: failurePolicy Fail)."""
+    return (f"(has({obj}.metadata.annotations) && '{V1BETA2_KEPT}' in "
+            f"{obj}.metadata.annotations ? {obj}.metadata.annotations['{V1BETA2_KEPT}'] "
+            ": '')")
+
+
+MATCH_CONDITIONS = [{
+    "name": "create-or-spec-changed",
+    "expression": (
+        "request.operation != 'UPDATE' || "
+        "(has(object.spec) ? object.spec : {}) != (has(oldObject.spec) ? oldObject.spec : {})"
+        f" || {_kept('object')} != {_kept('oldObject')}"),
+}]
+"""When the API server calls the webhook at all: ``plan_review``'s rule for updates,
+said to the API server (why, in the module's docstring)."""
 
 REVIEWS_AT_ONCE = 8
 """SubjectAccessReviews one AdmissionReview has in flight at once: a few kinds are

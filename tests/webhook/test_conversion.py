@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import json
 import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
 from mcad.api import appwrapper, appwrapper_v1beta2
 from mcad.api.conversion import CONVERSION_SERVICE_PORT, CONVERT_PATH, to_v1beta2
 from mcad.config import RunConfig
 from mcad.webhook import conversion
 from mcad.webhook.certmanager import APPWRAPPERS_CRD, CertManager, Registration, configuration
+from mcad.webhook.review import MATCH_CONDITIONS, plan_review
 from mcad.webhook.server import WebhookServer
 from tests.gateway.scripted import Request, ScriptedTransport, reply
 
@@ -199,3 +203,39 @@ async def test_url_mode_brings_an_older_registration_to_both_versions() -> None:
     await manager.ensure()
     (put,) = hub.transport.sent("PUT", f"{webhooks}/mcad")
     assert put.body["webhooks"][0]["rules"][0]["apiVersions"] == ["v1beta1", "v1beta2"]
+    assert put.body["webhooks"][0]["matchConditions"] == MATCH_CONDITIONS
+
+
+def test_the_api_server_is_told_the_reviews_rule_in_both_registrations() -> None:
+    """mcad's own configuration (URL mode) and the manifests' (Service mode) send the
+    webhook only what it could refuse (``MATCH_CONDITIONS``): one rule, three places."""
+    ours = configuration(Registration(url="https://127.0.0.1:1/validate-appwrapper"), b"ca")
+    assert ours["webhooks"][0]["matchConditions"] == MATCH_CONDITIONS
+    manifests = Path(__file__).resolve().parents[2] / "manifests/base/webhook.yaml"
+    (theirs,) = [d for d in yaml.safe_load_all(manifests.read_text())
+                 if d and d["kind"] == "ValidatingWebhookConfiguration"]
+    assert theirs["webhooks"][0]["matchConditions"] == MATCH_CONDITIONS
+    expression = MATCH_CONDITIONS[0]["expression"]
+    assert "request.operation != 'UPDATE'" in expression
+    assert "object.spec" in expression and "workload.codeflare.dev/v1beta2" in expression
+
+
+@pytest.mark.parametrize(("change", "reviewed"), [
+    ({"metadata": {"finalizers": ["workload.codeflare.dev/finalizer"]}}, False),
+    ({"metadata": {"labels": {"team": "a"}}}, False),
+    ({"spec": {"priority": 5}}, True),
+    ({"metadata": {"annotations": {"workload.codeflare.dev/v1beta2":
+                                   '{"managedBy": "someone-else"}'}}}, True),
+])
+def test_what_the_api_server_skips_is_what_the_review_would_allow(
+        change: dict[str, Any], reviewed: bool) -> None:
+    """The conditions' rule is ``plan_review``'s: an update they skip is one the review
+    allows without a check; one they send can be refused (here, a frozen managedBy)."""
+    old = copy.deepcopy(STORED)
+    new = copy.deepcopy(STORED)
+    for part, fields in change.items():
+        new.setdefault(part, {}).update(fields)
+    plan = plan_review({"request": {"uid": "u", "operation": "UPDATE", "namespace": "team-a",
+                                    "object": new, "oldObject": old}}, config=RunConfig())
+    checked = bool(plan.problems or plan.checks)
+    assert checked is reviewed
