@@ -445,6 +445,22 @@ def conversions_between(before: str, after: str) -> list[tuple[float, float]]:
     return [(upper, count - old.get(upper, 0.0)) for upper, count in succeeded(after)]
 
 
+async def converted_all(state: Any, steady_s: float = 1.0) -> None:
+    """Wait until the hub's v1beta2 watch cache has converted what was written: its
+    count of conversion calls unchanged for ``steady_s``. It converts one AppWrapper at
+    a time, in order, and may still be behind the backlog's creation when that ends;
+    what it converts after the stand-in stops would be counted in mcad's window."""
+    last: list[float] = []
+
+    async def steady() -> bool:
+        text = await asyncio.to_thread(hub_metrics, state)
+        last.append(sum(count for _, count in conversions_between("", text)[-1:]))
+        return len(last) > 1 and last[-1] == last[-2]
+
+    await wait_until(steady, within=120, what="the hub to convert the backlog",
+                     interval=steady_s)
+
+
 def hub_requests(state: Any, text: str | None = None) -> dict[str, float]:
     """The hub API server's request counters, summed by what tells the work apart:
     ``verb resource[/subresource]`` for requests, and the webhook counters by version
@@ -627,6 +643,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     async with standin(state, ports):
         await bounded(names, lambda n: verbs.create(hub, refs.APPWRAPPERS, small_aw(n),
                                                     namespace=ns))
+        await converted_all(state)
     say(f"queued {count} AppWrappers in {time.monotonic() - started:.0f}s; starting mcad")
     seen = Seen()
     watchers = [asyncio.create_task(seen.follow(s)) for s in spokes]
@@ -724,6 +741,8 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "probe_wait_max_s": max(waits, default=float("nan")),
         "cycle_p50_ms": 1000 * quantile(cycle, 0.5),
         "cycle_p99_ms": 1000 * quantile(cycle, 0.99),
+        "drain_hub_asked": most_asked(hub_requests(state, hub_before),
+                                      hub_requests(state, hub_drained), top=12),
         "drain_conversions": int(conversions[-1][1]) if conversions else 0,
         "drain_conversion_p50_ms": 1000 * quantile(conversions, 0.5),
         "drain_conversion_p99_ms": 1000 * quantile(conversions, 0.99),
@@ -895,6 +914,10 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"{f['lease_renewal_max_bucket_s']:g} s | 0 |",
         f"| dispatch cycle (mcad's histogram, interpolated) | p50 {f['cycle_p50_ms']:.0f} "
         f"ms, p99 {f['cycle_p99_ms']:.0f} ms | |",
+        "| what the hub API server was asked most from mcad's start to the last Job (its "
+        "own counters) | "
+        + ("; ".join(f"{what}: {n:,}" for what, n in f.get("drain_hub_asked") or [])
+           or "-") + " | |",
         f"| the hub's calls to mcad's conversion webhook from mcad's start to the last Job "
         f"(its v1beta2 watch cache converts each AppWrapper written; the hub's histogram) | "
         f"{f.get('drain_conversions', 0):,}; p50 {f.get('drain_conversion_p50_ms', 0):.1f} "
