@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
 from e2e.cluster.topology import free_ports
 from mcad.api.conversion import CONVERSION_SERVICE_PORT, CONVERT_PATH, to_v1beta2
@@ -154,3 +155,24 @@ def test_the_process_ends_once_its_parent_is_gone(tmp_path: Path) -> None:
          "--parent", "1"], timeout=30, capture_output=True, check=False)
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 20
+
+
+def test_the_manifests_route_the_crds_conversion_to_the_process() -> None:
+    """The generated CRD calls the Service's conversion port, which leads to the
+    container port the Deployment's ``--conversion-address`` listens on."""
+    repo = Path(__file__).resolve().parents[2]
+
+    def documents(path: str) -> list[dict[str, Any]]:
+        return [d for d in yaml.safe_load_all((repo / path).read_text()) if d]
+
+    (crd,) = documents("crds/workload.codeflare.dev_appwrappers.yaml")
+    called = crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+    (service,) = [d for d in documents("manifests/base/webhook.yaml") if d["kind"] == "Service"]
+    assert (service["metadata"]["namespace"], service["metadata"]["name"]) == \
+        (called["namespace"], called["name"])
+    (port,) = [p for p in service["spec"]["ports"] if p["port"] == called["port"]]
+    assert called["port"] == CONVERSION_SERVICE_PORT
+    (deployment,) = documents("manifests/base/deployment.yaml")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (target,) = [p for p in container["ports"] if p["name"] == port["targetPort"]]
+    assert f"--conversion-address=:{target['containerPort']}" in container["args"]
