@@ -278,6 +278,10 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
         if webhook is not None and not webhook.serving.is_set():
             return False, "the admission webhook has no certificate yet (the leader issues " \
                           "it into Secret mcad-webhook-tls)"
+        if webhook is not None and webhook.converter is not None and \
+                not webhook.converter.listening:
+            return False, "the conversion webhook's process does not listen on " \
+                          f"{webhook.converter.address} yet"
         if elector is not None and not elector.leading:
             return True, f"standby: the Lease {elector.namespace}/{elector.name} is held by " \
                          f"{elector.holder or 'nobody yet'}"

@@ -82,6 +82,7 @@ class ConversionProcess:
     the process has died, and stopped with the server."""
 
     STOP_WITHIN_S = 5.0
+    LISTEN_WITHIN_S = 30.0
 
     def __init__(self, address: str) -> None:
         self.address = address
@@ -90,6 +91,14 @@ class ConversionProcess:
         self._proc: asyncio.subprocess.Process | None = None
         self._serving: bytes | None = None
         self._folder: Path | None = None
+        self._listened = False
+
+    @property
+    def listening(self) -> bool:
+        """Whether a process runs and has been seen to accept connections: until then the
+        replica is not ready (the Service sends conversions only to ready pods, and the
+        API server's conversion call to a port nobody listens on fails the request)."""
+        return self._listened and self._proc is not None and self._proc.returncode is None
 
     async def serve(self, cert: bytes, key: bytes) -> None:
         """Make sure a process serves with ``cert`` and ``key``: nothing to do when one
@@ -112,11 +121,28 @@ class ConversionProcess:
             "--parent", str(os.getpid()))
         self._serving = cert + key
         self.started += 1
+        await self._until_listening(self._proc)
         log.info("serving the conversion webhook from process %d on %s", self._proc.pid,
                  self.address)
 
+    async def _until_listening(self, proc: asyncio.subprocess.Process) -> None:
+        """Wait (at most ``LISTEN_WITHIN_S``) until ``proc`` accepts a connection on its
+        address, or has exited (the next round starts it again)."""
+        host, port = parse_address(self.address)
+        host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        deadline = asyncio.get_running_loop().time() + self.LISTEN_WITHIN_S
+        while proc.returncode is None and asyncio.get_running_loop().time() < deadline:
+            try:
+                _, writer = await asyncio.open_connection(host, port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            self._listened = True
+            return
+
     async def stop(self) -> None:
-        proc, self._proc, self._serving = self._proc, None, None
+        proc, self._proc, self._serving, self._listened = self._proc, None, None, False
         if proc is not None and proc.returncode is None:
             proc.terminate()
             try:

@@ -122,6 +122,7 @@ async def test_the_process_answers_as_the_controllers_own_server_does(
     assert got == json.loads(conversion.review(json.dumps(body).encode()))
     assert got["response"]["convertedObjects"] == [to_v1beta2(STORED)]
     assert server.converter is not None and server.converter.started == 1
+    assert server.converter.listening  # (the replica's readiness waits for this)
 
 
 async def test_a_process_that_died_is_started_again(
@@ -133,10 +134,11 @@ async def test_a_process_that_died_is_started_again(
     assert proc is not None
     proc.kill()
     await proc.wait()
+    assert not server.converter.listening  # not ready until it is back
     server.reload_soon()  # (the next round comes within RELOAD_EVERY_S anyway)
     got = await converted(url, trust, review([STORED]))
     assert got["response"]["convertedObjects"] == [to_v1beta2(STORED)]
-    assert server.converter.started == 2
+    assert server.converter.started == 2 and server.converter.listening
 
 
 def test_the_process_ends_once_its_parent_is_gone(tmp_path: Path) -> None:
