@@ -232,7 +232,7 @@ def test_what_the_api_server_skips_is_what_the_review_would_allow(
     """The conditions' rule is ``plan_review``'s: an update they skip is one the review
     allows without a check; one they send can be refused (here, a frozen managedBy)."""
     old = copy.deepcopy(STORED)
-    new = copy.deepcopy(STORED)
+    new: dict[str, Any] = copy.deepcopy(STORED)
     for part, fields in change.items():
         new.setdefault(part, {}).update(fields)
     plan = plan_review({"request": {"uid": "u", "operation": "UPDATE", "namespace": "team-a",
