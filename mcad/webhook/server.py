@@ -105,6 +105,8 @@ class ConversionProcess:
         runs with them already."""
         proc = self._proc
         if proc is not None and proc.returncode is None and self._serving == cert + key:
+            if not self._listened:  # slower than LISTEN_WITHIN_S last round: look again
+                await self._until_listening(proc)
             return
         if proc is not None and proc.returncode is not None:
             log.warning("the conversion webhook's process on %s exited with %s; starting "
