@@ -104,7 +104,7 @@ PROBE_LABEL = "scale.mcad.dev/probe"
 def small_aw(name: str, priority: int = 0, *, probe: bool = False) -> dict[str, Any]:
     labels = {PROBE_LABEL: "true"} if probe else {}
     return {"apiVersion": "workload.codeflare.dev/v1beta1", "kind": "AppWrapper",
-            "metadata": {"name": name},
+            "metadata": {"name": name, **({"labels": labels} if labels else {})},
             "spec": {"priority": priority, "resources": {"GenericItems": [{"generictemplate": {
                 "apiVersion": "batch/v1", "kind": "Job",
                 "metadata": {"name": name, **({"labels": labels} if labels else {})},
@@ -133,6 +133,13 @@ COMPONENTS = ("kube-apiserver", "etcd", "kube-scheduler", "kube-controller", "kw
 STANDINS: set[int] = set()
 """The pids of the conversion stand-ins running now (``standin``)."""
 
+HUB_APISERVER = "hub-apiserver"
+"""The test bed's name for the hub's API server (its pid is in the state's ``pids``)."""
+HUB_PIDS: set[int] = set()
+"""The hub API server's pid, once the test bed is up: its CPU is told apart from the
+spokes' (the hub pays for the AppWrappers' writes and conversions, the spokes for the
+Jobs and their pods)."""
+
 
 def cpu_seconds(mcad_pid: int | None = None) -> dict[str, float]:
     """CPU seconds used so far by the machine's processes, by component: the test bed's
@@ -154,6 +161,8 @@ def cpu_seconds(mcad_pid: int | None = None) -> dict[str, float]:
                      else "mcad's conversion process" if mcad_pid and fields[1] == str(mcad_pid)
                      else "benchmark" if pid == os.getpid()
                      else "conversion stand-in" if pid in STANDINS
+                     else "kube-apiserver (hub)" if pid in HUB_PIDS
+                     else "kube-apiserver (spokes)" if name == "kube-apiserver" and HUB_PIDS
                      else name if name in COMPONENTS else "other")
         out[component] = out.get(component, 0.0) + \
             (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
@@ -265,12 +274,41 @@ class Seen:
     """When each probe's Job was first seen on a spoke (monotonic seconds)."""
 
     jobs: dict[str, float] = field(default_factory=dict)
+    steps: dict[str, dict[str, float]] = field(default_factory=dict)
+    """On the hub, by probe: when its creation, its finalizer and its dispatch (status
+    Running) were first seen, to tell where a probe's wait goes."""
 
     async def follow(self, conn: Connection) -> None:
         async for items in seen_objects(conn, JOBS, label_selector=PROBE_LABEL):
             now = time.monotonic()
             for job in items:
                 self.jobs.setdefault(job["metadata"]["name"], now)
+
+    async def follow_hub(self, hub: Connection) -> None:
+        async for items in seen_objects(hub, refs.APPWRAPPERS, label_selector=PROBE_LABEL):
+            now = time.monotonic()
+            for aw in items:
+                steps = self.steps.setdefault(aw["metadata"]["name"], {})
+                steps.setdefault("created", now)
+                if aw["metadata"].get("finalizers"):
+                    steps.setdefault("finalizer", now)
+                if (aw.get("status") or {}).get("state") == "Running":
+                    steps.setdefault("dispatched", now)
+
+
+def probe_steps(probes: dict[str, float], seen: Seen) -> dict[str, float]:
+    """The median seconds from a probe's creation to each step the benchmark saw: its
+    create call's return, then its creation, its finalizer and its dispatch on the hub's
+    watch, its Job on a spoke's."""
+    out: dict[str, float] = {}
+    for step in ("returned", "created", "finalizer", "dispatched", "job"):
+        waits = [(seen.jobs.get(name) if step == "job"
+                  else seen.steps.get(name, {}).get(step)) for name in probes]
+        got = [w - probes[name] for name, w in zip(probes, waits, strict=True)
+               if w is not None]
+        if got:
+            out[step] = statistics.median(got)
+    return out
 
 
 async def created_jobs(spokes: list[Connection], ns: str) -> dict[str, float]:
@@ -487,6 +525,36 @@ def hub_requests(state: Any, text: str | None = None) -> dict[str, float]:
     return counts
 
 
+LATENCIES = ("apiserver_request_duration_seconds",
+             "apiserver_admission_webhook_admission_duration_seconds")
+
+
+def hub_latencies(before: str, after: str) -> dict[str, float]:
+    """The hub's mean milliseconds per call between two pages of ``hub_metrics``, by
+    ``verb resource[/subresource]`` (its handling of the request, webhooks included) and
+    by admission webhook (the call out alone): where a probe's creation waits."""
+    def sums(text: str) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for line in text.splitlines():
+            name, _, rest = line.partition("{")
+            base, _, part = name.rpartition("_")
+            if base not in LATENCIES or part not in ("sum", "count") or "}" not in rest:
+                continue
+            labels = dict(kv.split("=", 1) for kv in
+                          rest.rsplit("}", 1)[0].replace('"', "").split(",") if "=" in kv)
+            what = (f"admission webhook {labels.get('name', '?')}" if "admission" in base
+                    else f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+                    + (f"/{labels['subresource']}" if labels.get("subresource") else ""))
+            pair = out.setdefault(what, [0.0, 0.0])
+            pair[part == "count"] += float(rest.rsplit(" ", 1)[1])
+        return out
+    old, new = sums(before), sums(after)
+    return {what: round(1000 * (total - old.get(what, [0.0, 0.0])[0]) / calls, 1)
+            for what, (total, count) in sorted(new.items())
+            if (calls := count - old.get(what, [0.0, 0.0])[1]) > 0
+            and not what.startswith(("WATCH", "LIST", "GET"))}
+
+
 def most_asked(before: dict[str, float], after: dict[str, float], top: int = 8
                ) -> list[tuple[str, int]]:
     """What the hub was asked most between two readings of ``hub_requests``."""
@@ -647,6 +715,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     say(f"queued {count} AppWrappers in {time.monotonic() - started:.0f}s; starting mcad")
     seen = Seen()
     watchers = [asyncio.create_task(seen.follow(s)) for s in spokes]
+    watchers.append(asyncio.create_task(seen.follow_hub(hub)))
     hub_before = await asyncio.to_thread(hub_metrics, state)
     launched = time.monotonic()
     mcad: Mcad = await asyncio.to_thread(start_mcad, state, log, extra=webhook_flags(ports))
@@ -667,6 +736,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
             probes[name] = time.monotonic()
             await verbs.create(hub, refs.APPWRAPPERS, small_aw(name, priority=100, probe=True),
                                namespace=ns)
+            seen.steps.setdefault(name, {})["returned"] = time.monotonic()
             index += 1
             await asyncio.sleep(PROBE_EVERY_S)
 
@@ -739,10 +809,12 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "probes": len(waits),
         "probe_wait_p50_s": statistics.median(waits) if waits else float("nan"),
         "probe_wait_max_s": max(waits, default=float("nan")),
+        "probe_steps_p50_s": probe_steps(probes, seen),
         "cycle_p50_ms": 1000 * quantile(cycle, 0.5),
         "cycle_p99_ms": 1000 * quantile(cycle, 0.99),
         "drain_hub_asked": most_asked(hub_requests(state, hub_before),
                                       hub_requests(state, hub_drained), top=12),
+        "drain_hub_mean_ms": hub_latencies(hub_before, hub_drained),
         "drain_conversions": int(conversions[-1][1]) if conversions else 0,
         "drain_conversion_p50_ms": 1000 * quantile(conversions, 0.5),
         "drain_conversion_p99_ms": 1000 * quantile(conversions, 0.99),
@@ -965,8 +1037,9 @@ def cpu_table(ceiling_cpu: dict[str, float], mcad_cpu: dict[str, float],
                    key=lambda k: -max(ceiling_cpu.get(k, 0.0), mcad_cpu.get(k, 0.0)))
     total_c, total_m = sum(ceiling_cpu.values()), sum(mcad_cpu.values())
     return ["Where the machine's CPU went, milliseconds per AppWrapper (from /proc, by "
-            "process; the four API servers together; `benchmark` is this script: the "
-            "ceiling's client, then the probes, their watch and the metrics it reads; "
+            "process; the hub's API server apart from the three spokes' together; "
+            "`benchmark` is this script: the ceiling's client, then the probes, their "
+            "watch and the metrics it reads; "
             "`conversion stand-in` answers the CRD's conversion webhook in the ceiling's "
             "window, where mcad answers it in its own):", "",
             "| process | ceiling (the burst before the drain) | mcad's drain |",
@@ -1042,6 +1115,7 @@ def main() -> int:
                     for k in before_cpu.keys() | after_cpu.keys()}}
 
     with testbed(spec, "scale") as (state, _):
+        HUB_PIDS.add(state.pids[HUB_APISERVER])
         install_mcad(state, list(SPOKES))
         result = asyncio.run(run(state))
     series = {k: result.pop(k) for k in SERIES}

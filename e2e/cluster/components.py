@@ -12,6 +12,7 @@ Leases, with an hour's grace before a quiet node is taken for dead (see ``stages
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from e2e.cluster.build import Artifacts
@@ -33,6 +34,10 @@ def etcd(art: Artifacts, *, data_dir: Path, port: int, peer_port: int) -> list[s
     ]
 
 
+PROFILING_ENV = "MCAD_TESTBED_PROFILING"
+"""Set to 1 in a test bed's environment to serve /debug/pprof from its API servers."""
+
+
 def apiserver(art: Artifacts, *, port: int, etcd_port: int, prefix: str,
               creds: Credentials) -> list[str]:
     return [
@@ -48,7 +53,10 @@ def apiserver(art: Artifacts, *, port: int, etcd_port: int, prefix: str,
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--endpoint-reconciler-type=none", "--allow-privileged=true",
         "--disable-admission-plugins=ServiceAccount",
-        "--enable-priority-and-fairness=false", "--profiling=false",
+        "--enable-priority-and-fairness=false",
+        # Off, as the test bed has no use for it; PROFILING_ENV=1 turns Go's
+        # /debug/pprof on, to see where an API server's CPU goes under a benchmark.
+        f"--profiling={'true' if os.environ.get(PROFILING_ENV) == '1' else 'false'}",
         "--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
         *_aggregation(creds),
         "--v=1",

@@ -1,0 +1,53 @@
+"""The scale benchmark's other readings: the hub's mean latency per call over the drain
+(where a probe's creation waits), and the probes' steps (where a probe's wait goes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.benchmarks.test_scale_conversions import load
+
+
+def page(post_sum: float, post_count: float, hook_sum: float, hook_count: float) -> str:
+    return "\n".join([
+        "# HELP apiserver_request_duration_seconds ...",
+        'apiserver_request_duration_seconds_bucket{verb="POST",resource="appwrappers",le="1"} 3',
+        f'apiserver_request_duration_seconds_sum{{component="apiserver",group="workload.'
+        f'codeflare.dev",resource="appwrappers",scope="resource",subresource="",verb="POST",'
+        f'version="v1beta1"}} {post_sum}',
+        f'apiserver_request_duration_seconds_count{{component="apiserver",group="workload.'
+        f'codeflare.dev",resource="appwrappers",scope="resource",subresource="",verb="POST",'
+        f'version="v1beta1"}} {post_count}',
+        'apiserver_request_duration_seconds_sum{resource="pods",verb="WATCH"} 900',
+        'apiserver_request_duration_seconds_count{resource="pods",verb="WATCH"} 3',
+        f'apiserver_admission_webhook_admission_duration_seconds_sum{{name="aw.mcad.dev",'
+        f'operation="CREATE",rejected="false",type="validating"}} {hook_sum}',
+        f'apiserver_admission_webhook_admission_duration_seconds_count{{name="aw.mcad.dev",'
+        f'operation="CREATE",rejected="false",type="validating"}} {hook_count}',
+    ])
+
+
+def test_the_hubs_latencies_are_the_means_of_the_calls_made_between_two_readings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    scale = load(monkeypatch, "scale")
+    before, after = page(10.0, 100, 2.0, 10), page(13.0, 104, 3.2, 13)
+    assert scale.hub_latencies(before, after) == {
+        "POST appwrappers": 750.0,  # 3 s over 4 creates
+        "admission webhook aw.mcad.dev": 400.0,  # 1.2 s over 3 reviews
+    }
+    # Nothing called in between: nothing to say (and never a division by zero).
+    assert scale.hub_latencies(after, after) == {}
+
+
+def test_a_probes_steps_are_medians_over_the_probes_that_reached_each(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    scale = load(monkeypatch, "scale")
+    seen = scale.Seen(jobs={"p-0": 12.0, "p-1": 23.0},
+                      steps={"p-0": {"returned": 10.5, "created": 10.6, "dispatched": 11.0},
+                             "p-1": {"returned": 20.7, "created": 20.8},
+                             "p-2": {"returned": 30.1}})
+    probes = {"p-0": 10.0, "p-1": 20.0, "p-2": 30.0}
+    steps = scale.probe_steps(probes, seen)
+    assert steps == pytest.approx({"returned": 0.5, "created": 0.7, "dispatched": 1.0,
+                                   "job": 2.5})
+    assert "finalizer" not in steps  # no probe reached it: not a median of nothing
