@@ -42,18 +42,20 @@ from e2e.waiting import holds_for, wait_until
 @contextlib.contextmanager
 def webhook_controller(mcad: ControllerProcess, kubectl_bin: Path, hub: Cluster,
                        tmp_path: Path) -> Iterator[ControllerProcess]:
-    """mcad with its webhook registered at a loopback URL, instead of the session's."""
-    port = free_ports(1)[0]
+    """mcad with its webhook registered at a loopback URL, instead of the session's; its
+    reviews answered by the webhooks' own process, as the manifests install it."""
+    port, process_port = free_ports(2)
     own = ControllerProcess(mcad.hub_kubeconfig, tmp_path, name="mcad-webhook", extra_args=(
         "--webhook-address", f"127.0.0.1:{port}",
         # No path: mcad adds its own (registered as given, every create would fail).
-        "--webhook-url", f"https://127.0.0.1:{port}"))
+        "--webhook-url", f"https://127.0.0.1:{port}",
+        "--conversion-address", f"127.0.0.1:{process_port}"))
     mcad.stop()
     try:
         own.start()
         deadline = time.monotonic() + 60
-        while "caBundle" not in kubectl(kubectl_bin, hub, "get", "validatingwebhookconfiguration",
-                                         "-o", "yaml"):
+        while f"127.0.0.1:{process_port}" not in kubectl(
+                kubectl_bin, hub, "get", "validatingwebhookconfiguration", "-o", "yaml"):
             assert time.monotonic() < deadline, "mcad did not register its webhook"
             time.sleep(0.2)
         yield own

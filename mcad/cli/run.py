@@ -57,7 +57,7 @@ from mcad.visibility.scope import Scopes
 from mcad.webhook.apiservice import EXTERNAL_SERVICE, VisibilityRegistration
 from mcad.webhook.certmanager import CertManager, Registration
 from mcad.webhook.server import PATH as WEBHOOK_PATH
-from mcad.webhook.server import WebhookServer
+from mcad.webhook.server import HubAccess, WebhookServer
 
 EXIT_BUG = 70
 log = logging.getLogger("mcad")
@@ -337,7 +337,8 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
             front_proxy=lambda: webhook.front_proxy if webhook is not None else None)
         webhook = WebhookServer(hub=hub, config=config, address=args.webhook_address,
                                 mounted=[("/apis", api)],
-                                conversion_address=args.conversion_address)
+                                conversion_address=args.conversion_address,
+                                hub_access=HubAccess(kubeconfig))
 
     guard = token_guard(reviews) if args.metrics_auth else None
     runners = []

@@ -57,9 +57,9 @@ class Registration:
     visibility: VisibilityRegistration | None = None
     """The aggregated visibility API, when this replica serves it."""
     conversion_port: int | None = None
-    """Where the conversion webhook's own process listens (``--conversion-address``):
-    the CRD's conversion then calls the URL's host at this port, or the Service's port
-    ``CONVERSION_SERVICE_PORT``; None: the webhook's own address."""
+    """Where the webhooks' own process listens (``--conversion-address``): the CRD's
+    conversion and the admission webhook then call the URL's host at this port, or the
+    Service's port ``CONVERSION_SERVICE_PORT``; None: the webhook's own address."""
 
     def hosts(self) -> list[str]:
         names: list[str] = []
@@ -81,22 +81,21 @@ class Registration:
         return bool(self.url or self.service)
 
     def client_config(self, ca: bytes) -> dict[str, Any]:
-        config: dict[str, Any] = {"caBundle": base64.b64encode(ca).decode()}
-        if self.url:
-            config["url"] = self.url
-        elif self.service:
-            config["service"] = {"namespace": self.service[0], "name": self.service[1],
-                                 "path": PATH, "port": 443}
-        return config
+        """Where the API server calls the admission webhook: the URL (at the webhooks'
+        own process's port, when there is one), or the Service."""
+        return self._client_config(ca, PATH)
 
     def conversion_client_config(self, ca: bytes) -> dict[str, Any]:
         """Where the API server calls ``/convert``: the webhook URL's path replaced (and
-        its port, for the conversion's own process), or the Service."""
+        its port, for the webhooks' own process), or the Service."""
+        return self._client_config(ca, CONVERT_PATH)
+
+    def _client_config(self, ca: bytes, path: str) -> dict[str, Any]:
         config: dict[str, Any] = {"caBundle": base64.b64encode(ca).decode()}
         if self.url:
             parsed = urlparse(self.url)
             prefix = parsed.path[:-len(PATH)] if parsed.path.endswith(PATH) else ""
-            parsed = parsed._replace(path=prefix + CONVERT_PATH)
+            parsed = parsed._replace(path=prefix + path)
             if self.conversion_port is not None:
                 host = f"[{parsed.hostname}]" if ":" in (parsed.hostname or "") \
                     else parsed.hostname
@@ -104,7 +103,7 @@ class Registration:
             config["url"] = parsed.geturl()
         elif self.service:
             config["service"] = {"namespace": self.service[0], "name": self.service[1],
-                                 "path": CONVERT_PATH, "port": 443 if self.conversion_port is None
+                                 "path": path, "port": 443 if self.conversion_port is None
                                  else CONVERSION_SERVICE_PORT}
         return config
 

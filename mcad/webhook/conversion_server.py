@@ -1,7 +1,8 @@
-"""The CRD's conversion webhook in a process of its own (``--conversion-address``).
+"""The CRD's conversion webhook, and the admission webhook, in a process of their own
+(``--conversion-address``).
 
     python -m mcad.webhook.conversion_server --address HOST:PORT --cert FILE --key FILE
-        [--parent PID]
+        [--parent PID] [--review-config FILE [--kubeconfig FILE]]
 
 Why a process: the hub API server keeps a watch cache per served version of the
 AppWrapper CRD, and the v1beta2 one (the controller manager's garbage collector and
@@ -18,6 +19,14 @@ What it serves is ``mcad.webhook.conversion.review``, as the controller's own TL
 server does (which keeps serving ``/convert`` too, for a CRD that still points there),
 with the same bounds: a body over ``MAX_BODY`` refused, at most ``AT_ONCE`` read and
 converted at a time.
+
+With ``--review-config`` (the controller's configuration, as JSON) it also answers the
+admission webhook (``/validate-appwrapper``, ``mcad.webhook.reviewer``), asking the hub
+for the SubjectAccessReviews with the controller's own credentials (``--kubeconfig``, or
+the pod's service account without it). On the controller's event loop, a review waited
+757 ms on average through a 1,000 AppWrapper drain, for an answer the hub gave in
+1.5 ms: every ``kubectl create`` of an AppWrapper waited that long while a backlog
+drained.
 The certificate is the replica's (Secret ``mcad-webhook-tls``): the controller writes
 it to private files and starts this process again when it changes. With ``--parent``
 it exits once that process is gone, so it never outlives the controller.
@@ -36,17 +45,28 @@ from pathlib import Path
 from aiohttp import web
 
 from mcad.api.conversion import CONVERT_PATH
+from mcad.config import RunConfig
+from mcad.gateway.connection import Connection, connect, connect_in_cluster
 from mcad.server import parse_address
 from mcad.webhook import conversion
+from mcad.webhook.review import response
+from mcad.webhook.reviewer import Reviewer
 
 PARENT_CHECK_S = 1.0
 """How often the parent's presence is checked (``--parent``)."""
 
 
+REVIEW_PATH = "/validate-appwrapper"
+"""The admission webhook's path (``mcad.webhook.server.PATH``)."""
+
+
 async def serve(host: str, port: int, cert: Path, key: Path, *,
-                parent: int | None = None) -> None:
+                parent: int | None = None, reviews: RunConfig | None = None,
+                kubeconfig: Path | None = None) -> None:
     """Answer ConversionReviews on ``host:port`` over TLS until SIGTERM, or until
-    ``parent`` is no longer this process's parent."""
+    ``parent`` is no longer this process's parent; and AdmissionReviews with ``reviews``
+    (the controller's configuration), asking the hub that ``kubeconfig`` reaches (the
+    pod's service account when None)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert, key)
@@ -63,6 +83,21 @@ async def serve(host: str, port: int, cert: Path, key: Path, *,
 
     app = web.Application(client_max_size=conversion.MAX_BODY)
     app.router.add_post(CONVERT_PATH, convert)
+    hub: Connection | None = None
+    if reviews is not None:
+        hub = await connect(kubeconfig, name="hub") if kubeconfig is not None \
+            else connect_in_cluster(name="hub")
+        reviewer = Reviewer(hub=hub, config=reviews)
+
+        async def review(request: web.Request) -> web.Response:
+            try:
+                body = await request.json()
+            except ValueError:
+                return web.json_response(response(
+                    "", allowed=False, code=400, message="the request is not an AdmissionReview"))
+            return web.json_response(await reviewer.answer(body))
+
+        app.router.add_post(REVIEW_PATH, review)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     try:
@@ -77,6 +112,8 @@ async def serve(host: str, port: int, cert: Path, key: Path, *,
                 await asyncio.wait_for(stop.wait(), PARENT_CHECK_S)
     finally:
         await runner.cleanup()
+        if hub is not None:
+            await hub.close()
 
 
 def main() -> None:
@@ -86,9 +123,18 @@ def main() -> None:
     parser.add_argument("--key", type=Path, required=True)
     parser.add_argument("--parent", type=int, default=None,
                         help="exit once this process is no longer the parent")
+    parser.add_argument("--review-config", type=Path, default=None,
+                        help="the controller's configuration (JSON): answer admission "
+                             "reviews too")
+    parser.add_argument("--kubeconfig", type=Path, default=None,
+                        help="the hub's kubeconfig for the reviews' access checks "
+                             "(default: the pod's service account)")
     args = parser.parse_args()
     host, port = parse_address(args.address)
-    asyncio.run(serve(host, port, args.cert, args.key, parent=args.parent))
+    reviews = RunConfig.model_validate_json(args.review_config.read_text()) \
+        if args.review_config is not None else None
+    asyncio.run(serve(host, port, args.cert, args.key, parent=args.parent, reviews=reviews,
+                      kubeconfig=args.kubeconfig))
 
 
 if __name__ == "__main__":

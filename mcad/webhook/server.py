@@ -15,16 +15,15 @@ with the certificate from ``kube-system/extension-apiserver-authentication``
 (``front_proxy``); the visibility routes then refuse any request whose certificate is
 not the front proxy's.
 
-Each wrapped kind costs one SubjectAccessReview on the hub (a query, not a write, so a
-standby may make it), at most ``REVIEWS_AT_ONCE`` in flight; an AppWrapper has at most
-``MAX_WRAPPED_ITEMS`` items, so the work of one request is bounded. When the hub cannot
-answer one, the AppWrapper is refused with a sentence saying so (the reviews still in
-flight are cancelled): an unchecked AppWrapper is never admitted.
+The admission answer is ``mcad.webhook.reviewer.Reviewer``'s: one SubjectAccessReview
+per wrapped kind, and never an unchecked AppWrapper admitted.
 
-With ``conversion_address`` the conversion is also served by a process of its own
-(``ConversionProcess``, ``mcad.webhook.conversion_server``: why, in its docstring),
-started with each certificate this server loads and started again within
-``RELOAD_EVERY_S`` when it dies.
+With ``conversion_address`` the conversion and the admission reviews are also served by
+a process of its own (``ConversionProcess``, ``mcad.webhook.conversion_server``: why, in
+its docstring), started with each certificate this server loads and started again
+within ``RELOAD_EVERY_S`` when it dies; the API server is pointed at it for both
+(``certmanager.Registration``), and this server keeps answering both for a
+configuration that still points here.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ import ssl
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,43 +49,43 @@ from mcad.api.conversion import CONVERT_PATH
 from mcad.config import RunConfig
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
-from mcad.gateway.errors import ApiError, NotFound, UnknownKind
+from mcad.gateway.errors import ApiError, NotFound
 from mcad.gateway.kubeconfig import load_cert_chain
-from mcad.gateway.refs import Discovery
 from mcad.server import ListenError, parse_address
 from mcad.webhook import conversion
-from mcad.webhook.review import (
-    REVIEWS_AT_ONCE,
-    AccessCheck,
-    KindKey,
-    ReviewPlan,
-    access_review,
-    decide,
-    denials,
-    kinds_to_review,
-    plan_review,
-    plural_of,
-    response,
-)
+from mcad.webhook.review import response
+from mcad.webhook.reviewer import Reviewer
 
 log = logging.getLogger(__name__)
 PATH = "/validate-appwrapper"
 SECRET = "mcad-webhook-tls"
 RELOAD_EVERY_S = 5.0
-REVIEW_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class HubAccess:
+    """How the webhooks' own process reaches the hub for its access checks: the
+    controller's kubeconfig, or the pod's service account (None)."""
+
+    kubeconfig: Path | None
 
 
 class ConversionProcess:
-    """The conversion webhook's own process (``mcad.webhook.conversion_server``) on
-    ``address``: started with the certificate the webhook server loaded (written to
-    files only this user may read), started again when that certificate changes or when
-    the process has died, and stopped with the server."""
+    """The webhooks' own process (``mcad.webhook.conversion_server``) on ``address``:
+    started with the certificate the webhook server loaded (written to files only this
+    user may read), started again when that certificate changes or when the process has
+    died, and stopped with the server. With ``reviews`` (the controller's configuration)
+    it answers admission reviews too, asking the hub ``kubeconfig`` reaches (the pod's
+    service account when None)."""
 
     STOP_WITHIN_S = 5.0
     LISTEN_WITHIN_S = 30.0
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, *, reviews: RunConfig | None = None,
+                 kubeconfig: Path | None = None) -> None:
         self.address = address
+        self.reviews = reviews
+        self.kubeconfig = kubeconfig
         self.started = 0
         """How many times a process was started (the first included)."""
         self._proc: asyncio.subprocess.Process | None = None
@@ -113,19 +113,30 @@ class ConversionProcess:
                         "it again", self.address, proc.returncode)
         await self.stop()
         self._folder = Path(tempfile.mkdtemp(prefix="mcad-conversion-"))  # mode 0700
-        paths = self._folder / "tls.crt", self._folder / "tls.key"
-        for path, data in zip(paths, (cert, key), strict=True):
+        paths: tuple[Path, ...] = (self._folder / "tls.crt", self._folder / "tls.key")
+        review_args: list[str] = []
+        if self.reviews is not None:
+            config = self._folder / "config.json"
+            paths += (config,)
+            review_args = ["--review-config", str(config)]
+            if self.kubeconfig is not None:
+                review_args += ["--kubeconfig", str(self.kubeconfig.resolve())]
+        for path, data in zip(paths, (cert, key, self._config_json()), strict=False):
             path.write_bytes(data)
             path.chmod(0o600)
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "mcad.webhook.conversion_server", "--address",
             self.address, "--cert", str(paths[0]), "--key", str(paths[1]),
-            "--parent", str(os.getpid()))
+            "--parent", str(os.getpid()), *review_args)
         self._serving = cert + key
         self.started += 1
         await self._until_listening(self._proc)
         log.info("serving the conversion webhook from process %d on %s", self._proc.pid,
                  self.address)
+
+    def _config_json(self) -> bytes:
+        return self.reviews.model_dump_json(by_alias=True).encode() \
+            if self.reviews is not None else b""
 
     async def _until_listening(self, proc: asyncio.subprocess.Process) -> None:
         """Wait (at most ``LISTEN_WITHIN_S``) until ``proc`` accepts a connection on its
@@ -160,17 +171,21 @@ class ConversionProcess:
 class WebhookServer:
     def __init__(self, *, hub: Connection, config: RunConfig, address: str,
                  mounted: Sequence[tuple[str, web.Application]] = (),
-                 conversion_address: str | None = None) -> None:
+                 conversion_address: str | None = None,
+                 hub_access: HubAccess | None = None) -> None:
         self.hub = hub
         self.config = config
         self.address = address
         self.mounted = tuple(mounted)
         """Applications served beside the webhook, by path prefix (the visibility API)."""
-        self.converter = ConversionProcess(conversion_address) if conversion_address \
-            else None
-        """The conversion webhook's own process, when it has an address."""
+        self.converter = ConversionProcess(
+            conversion_address, reviews=config if hub_access is not None else None,
+            kubeconfig=hub_access.kubeconfig if hub_access is not None else None) \
+            if conversion_address else None
+        """The webhooks' own process, when it has an address (answering admission reviews
+        too when it has ``hub_access``)."""
         self._cert_key: tuple[bytes, bytes] | None = None
-        self.discovery = Discovery(hub)
+        self.reviewer = Reviewer(hub=hub, config=config)
         self.ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
         self.port = 0
@@ -288,15 +303,7 @@ class WebhookServer:
         except ValueError:
             return web.json_response(response("", allowed=False, code=400,
                                               message="the request is not an AdmissionReview"))
-        plan = plan_review(review, config=self.config)
-        try:
-            answers = await self._review_kinds(plan)
-        except _Unchecked as failed:
-            return web.json_response(response(
-                plan.uid, allowed=False, code=503,
-                message=f"mcad could not check whether the requester may create "
-                        f"{failed.check.describe} ({failed.error.message}); try again"))
-        return web.json_response(decide(plan, denials(plan, answers)))
+        return web.json_response(await self.reviewer.answer(review))
 
     async def _convert(self, request: web.Request) -> web.Response:
         """A ConversionReview: read (bounded), converted in a worker thread."""
@@ -312,49 +319,6 @@ class WebhookServer:
         async with self._converting:
             answer = await asyncio.to_thread(conversion.review, bytes(body))
         return web.Response(body=answer, content_type="application/json")
-
-    async def _review_kinds(self, plan: ReviewPlan) -> dict[KindKey, tuple[str, bool]]:
-        """Ask the hub about each wrapped kind, ``REVIEWS_AT_ONCE`` at a time: kind ->
-        (its resource name, allowed). The first review that fails cancels the others and
-        raises ``_Unchecked`` (of the failures, the one of the earliest object)."""
-        room = asyncio.Semaphore(REVIEWS_AT_ONCE)
-        answers: dict[KindKey, tuple[str, bool]] = {}
-
-        async def review(check: AccessCheck) -> None:
-            async with room:
-                plural = await self._plural(check)
-                try:
-                    answer = await verbs.create(
-                        self.hub, refs.SUBJECTACCESSREVIEWS, access_review(check, plural, plan),
-                        fenced=False, timeout=REVIEW_TIMEOUT_S, attempts=2)
-                except ApiError as err:
-                    raise _Unchecked(check, err) from err
-            answers[check.kind_key] = (plural, bool((answer.get("status") or {}).get("allowed")))
-
-        kinds = kinds_to_review(plan.checks)
-        try:
-            async with asyncio.TaskGroup() as group:
-                for check in kinds:
-                    group.create_task(review(check))
-        except* _Unchecked as failed:
-            unchecked = [e for e in failed.exceptions if isinstance(e, _Unchecked)]
-            raise min(unchecked, key=lambda e: kinds.index(e.check)) from None
-        return answers
-
-    async def _plural(self, check: AccessCheck) -> str:
-        try:
-            return (await self.discovery.resource_for(check.api_version, check.kind)).plural
-        except (UnknownKind, ApiError):
-            return plural_of(check.kind)
-
-
-class _Unchecked(Exception):
-    """The hub could not answer the SubjectAccessReview for ``check``'s kind."""
-
-    def __init__(self, check: AccessCheck, error: ApiError) -> None:
-        super().__init__(check.describe)
-        self.check = check
-        self.error = error
 
 
 def _bound_port(runner: web.AppRunner) -> int | None:

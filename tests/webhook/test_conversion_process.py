@@ -1,7 +1,8 @@
-"""The conversion webhook in a process of its own (``--conversion-address``): why, in
-``mcad.webhook.conversion_server``. What must hold: the hub is pointed at it (the URL's
-host at its port, or the Service's conversion port), it answers exactly as the
-controller's own server does, it comes back when it dies, and it never outlives the
+"""The conversion and admission webhooks in a process of their own
+(``--conversion-address``): why, in ``mcad.webhook.conversion_server``. What must hold:
+the hub is pointed at it for both (the URL's host at its port, or the Service's
+conversion port), it answers exactly as the controller's own server does, with the
+controller's configuration, it comes back when it dies, and it never outlives the
 controller that started it."""
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from mcad.cli.run import _registration
 from mcad.config import RunConfig
 from mcad.server import ListenError
 from mcad.webhook import conversion
-from mcad.webhook.certmanager import CertManager, Registration
+from mcad.webhook.certmanager import CertManager, Registration, configuration
 from mcad.webhook.certs import issue
-from mcad.webhook.server import WebhookServer
+from mcad.webhook.conversion_server import REVIEW_PATH
+from mcad.webhook.server import PATH, WebhookServer
 from tests.webhook.test_conversion import STORED, Hub, manifests_crd, review
+from tests.webhook.test_webhook import JOB, admission, appwrapper
 
 
 async def test_url_mode_points_the_crd_at_the_urls_host_on_the_conversion_port() -> None:
@@ -180,3 +183,95 @@ def test_the_manifests_route_the_crds_conversion_to_the_process() -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     (target,) = [p for p in container["ports"] if p["name"] == port["targetPort"]]
     assert f"--conversion-address=:{target['containerPort']}" in container["args"]
+
+
+def test_the_manifests_send_admission_reviews_to_the_process_too() -> None:
+    """The ValidatingWebhookConfiguration calls the same Service port as the CRD's
+    conversion: the process answers both, off the controller's event loop."""
+    repo = Path(__file__).resolve().parents[2]
+    documents = [d for d in yaml.safe_load_all(
+        (repo / "manifests/base/webhook.yaml").read_text()) if d]
+    (configuration,) = [d for d in documents if d["kind"] == "ValidatingWebhookConfiguration"]
+    (webhook,) = configuration["webhooks"]
+    assert webhook["clientConfig"]["service"]["port"] == CONVERSION_SERVICE_PORT
+    assert webhook["clientConfig"]["service"]["path"] == REVIEW_PATH == PATH
+
+
+@pytest.mark.parametrize(("conversion_port", "expected"), [
+    (9444, {"url": "https://10.0.0.5:9444/prefix/validate-appwrapper"}),
+    (None, {"url": "https://10.0.0.5:9443/prefix/validate-appwrapper"})])
+def test_url_mode_registers_the_admission_webhook_where_the_process_listens(
+        conversion_port: int | None, expected: dict[str, Any]) -> None:
+    registration = Registration(url="https://10.0.0.5:9443/prefix/validate-appwrapper",
+                                conversion_port=conversion_port)
+    got = configuration(registration, b"ca")["webhooks"][0]["clientConfig"]
+    assert {k: v for k, v in got.items() if k != "caBundle"} == expected
+    service = Registration(service=("mcad-system", "mcad-webhook"),
+                           conversion_port=conversion_port).client_config(b"ca")["service"]
+    assert service["port"] == (443 if conversion_port is None else CONVERSION_SERVICE_PORT)
+    assert service["path"] == PATH
+
+
+@pytest.fixture
+def process_files(tmp_path: Path) -> tuple[list[str], ssl.SSLContext]:
+    """A certificate, and a kubeconfig for a hub that does not answer (127.0.0.1:1)."""
+    bundle = issue(["127.0.0.1"], dt.datetime.now(dt.UTC))
+    assert bundle is not None
+    for name, data in (("tls.crt", bundle.cert), ("tls.key", bundle.key)):
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "hub.kubeconfig").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "hub",
+        "clusters": [{"name": "hub", "cluster": {"server": "https://127.0.0.1:1",
+                                                 "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "mcad", "user": {"token": "t"}}],
+        "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": "mcad"}}]}))
+    (tmp_path / "config.json").write_text(RunConfig.model_validate(
+        {"refusedNamespaces": ["kube-*", "team-*"]}).model_dump_json(by_alias=True))
+    return ([str(tmp_path / n) for n in ("tls.crt", "tls.key", "hub.kubeconfig",
+                                         "config.json")],
+            ssl.create_default_context(cadata=bundle.ca_cert.decode()))
+
+
+async def test_the_process_answers_admission_reviews_with_the_controllers_configuration(
+        process_files: tuple[list[str], ssl.SSLContext]) -> None:
+    """The configuration the process is given is the one it decides with (a refused
+    namespace needs no access check), and an AppWrapper it cannot check is refused, not
+    admitted: its hub does not answer."""
+    (cert, key, kubeconfig, config), trust = process_files
+    port = free_ports(1)[0]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mcad.webhook.conversion_server", "--address",
+        f"127.0.0.1:{port}", "--cert", cert, "--key", key, "--review-config", config,
+        "--kubeconfig", kubeconfig)
+    try:
+        async def accepts() -> bool:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                return False
+            writer.close()
+            return True
+        await wait_until(accepts, within=30, what="the process to listen")
+        url = f"https://127.0.0.1:{port}{REVIEW_PATH}"
+        refused = await reviewed(url, trust, admission(appwrapper(JOB)))
+        assert refused["allowed"] is False
+        assert "team-a" in refused["status"]["message"]
+        elsewhere = appwrapper(JOB)
+        elsewhere["metadata"]["namespace"] = "research"
+        body = admission(elsewhere)
+        body["request"]["namespace"] = "research"
+        unchecked = await reviewed(url, trust, body)
+        assert unchecked["allowed"] is False and unchecked["status"]["code"] == 503
+        assert unchecked["status"]["message"].startswith(
+            "mcad could not check whether the requester may create")
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+async def reviewed(url: str, trust: ssl.SSLContext, body: dict[str, Any]) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session, \
+            session.post(url, json=body, ssl=trust) as resp:
+        assert resp.status == 200
+        got: dict[str, Any] = (await resp.json())["response"]
+        return got
