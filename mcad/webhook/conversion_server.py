@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import ssl
@@ -50,6 +51,7 @@ from mcad.gateway.connection import Connection, connect, connect_in_cluster
 from mcad.server import parse_address
 from mcad.webhook import conversion
 from mcad.webhook.review import response
+from mcad.webhook.reviewer import MAX_BODY as MAX_REVIEW_BODY
 from mcad.webhook.reviewer import Reviewer
 
 PARENT_CHECK_S = 1.0
@@ -90,8 +92,17 @@ async def serve(host: str, port: int, cert: Path, key: Path, *,
         reviewer = Reviewer(hub=hub, config=reviews)
 
         async def review(request: web.Request) -> web.Response:
+            # Bounded as the controller's own server bounds it (this app's limit is the
+            # conversion's, 64 MiB): read no more than MAX_BODY of a review.
+            if (request.content_length or 0) > MAX_REVIEW_BODY:
+                return web.Response(status=413, text="the AdmissionReview is larger than "
+                                                     f"{MAX_REVIEW_BODY} bytes")
+            raw = await request.content.read(MAX_REVIEW_BODY + 1)
+            if len(raw) > MAX_REVIEW_BODY:
+                return web.Response(status=413, text="the AdmissionReview is larger than "
+                                                     f"{MAX_REVIEW_BODY} bytes")
             try:
-                body = await request.json()
+                body = json.loads(raw)
             except ValueError:
                 return web.json_response(response(
                     "", allowed=False, code=400, message="the request is not an AdmissionReview"))

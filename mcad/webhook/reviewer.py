@@ -40,6 +40,9 @@ from mcad.webhook.review import (
 )
 
 REVIEW_TIMEOUT_S = 5.0
+MAX_BODY = 8 * 1024 * 1024
+"""The largest AdmissionReview either server reads (an object the API server stores is at
+most a few MiB, and a review carries it twice, old and new)."""
 
 
 class Reviewer:

@@ -52,7 +52,7 @@ from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError, NotFound
 from mcad.gateway.kubeconfig import load_cert_chain
 from mcad.server import ListenError, parse_address
-from mcad.webhook import conversion
+from mcad.webhook import conversion, reviewer
 from mcad.webhook.review import response
 from mcad.webhook.reviewer import Reviewer
 
@@ -207,7 +207,7 @@ class WebhookServer:
     async def run(self) -> None:
         """Load the certificate, serve once there is one, and keep it current."""
         host, port = parse_address(self.address)
-        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app = web.Application(client_max_size=reviewer.MAX_BODY)
         app.router.add_post(PATH, self._handle)
         app.router.add_post(CONVERT_PATH, self._convert)
         for prefix, mounted in self.mounted:

@@ -34,9 +34,10 @@ from mcad.webhook import conversion
 from mcad.webhook.certmanager import CertManager, Registration, configuration
 from mcad.webhook.certs import issue
 from mcad.webhook.conversion_server import REVIEW_PATH
+from mcad.webhook.reviewer import MAX_BODY as MAX_REVIEW_BODY
 from mcad.webhook.server import PATH, WebhookServer
 from tests.webhook.test_conversion import STORED, Hub, manifests_crd, review
-from tests.webhook.test_webhook import JOB, admission, appwrapper
+from tests.webhook.test_webhook import JOB, admission, appwrapper, post
 
 
 async def test_url_mode_points_the_crd_at_the_urls_host_on_the_conversion_port() -> None:
@@ -253,25 +254,21 @@ async def test_the_process_answers_admission_reviews_with_the_controllers_config
             return True
         await wait_until(accepts, within=30, what="the process to listen")
         url = f"https://127.0.0.1:{port}{REVIEW_PATH}"
-        refused = await reviewed(url, trust, admission(appwrapper(JOB)))
+        refused = await post(url, trust, admission(appwrapper(JOB)))
         assert refused["allowed"] is False
         assert "team-a" in refused["status"]["message"]
         elsewhere = appwrapper(JOB)
         elsewhere["metadata"]["namespace"] = "research"
         body = admission(elsewhere)
         body["request"]["namespace"] = "research"
-        unchecked = await reviewed(url, trust, body)
+        unchecked = await post(url, trust, body)
         assert unchecked["allowed"] is False and unchecked["status"]["code"] == 503
         assert unchecked["status"]["message"].startswith(
             "mcad could not check whether the requester may create")
+        async with aiohttp.ClientSession() as session, session.post(
+                url, data=b" " * (MAX_REVIEW_BODY + 1), ssl=trust) as resp:
+            assert resp.status == 413  # a review is bounded here as in the controller
     finally:
         proc.terminate()
         await proc.wait()
 
-
-async def reviewed(url: str, trust: ssl.SSLContext, body: dict[str, Any]) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as session, \
-            session.post(url, json=body, ssl=trust) as resp:
-        assert resp.status == 200
-        got: dict[str, Any] = (await resp.json())["response"]
-        return got
