@@ -56,7 +56,7 @@ from mcad.visibility import api as visibility
 from mcad.visibility.scope import Scopes
 from mcad.webhook.apiservice import EXTERNAL_SERVICE, VisibilityRegistration
 from mcad.webhook.certmanager import CertManager, Registration
-from mcad.webhook.server import PATH as WEBHOOK_PATH
+from mcad.webhook.reviewer import PATH as WEBHOOK_PATH
 from mcad.webhook.server import HubAccess, WebhookServer
 
 EXIT_BUG = 70

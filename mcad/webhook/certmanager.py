@@ -39,7 +39,8 @@ from mcad.webhook import apiservice
 from mcad.webhook.apiservice import VisibilityRegistration
 from mcad.webhook.certs import CertBundle, issue
 from mcad.webhook.review import MATCH_CONDITIONS
-from mcad.webhook.server import PATH, SECRET, secret_body
+from mcad.webhook.reviewer import PATH
+from mcad.webhook.server import SECRET, secret_body
 
 log = logging.getLogger(__name__)
 NAME = "mcad"

@@ -27,6 +27,7 @@ the pod's service account without it). On the controller's event loop, a review 
 757 ms on average through a 1,000 AppWrapper drain, for an answer the hub gave in
 1.5 ms: every ``kubectl create`` of an AppWrapper waited that long while a backlog
 drained.
+
 The certificate is the replica's (Secret ``mcad-webhook-tls``): the controller writes
 it to private files and starts this process again when it changes. With ``--parent``
 it exits once that process is gone, so it never outlives the controller.
@@ -52,14 +53,23 @@ from mcad.server import parse_address
 from mcad.webhook import conversion
 from mcad.webhook.review import response
 from mcad.webhook.reviewer import MAX_BODY as MAX_REVIEW_BODY
-from mcad.webhook.reviewer import Reviewer
+from mcad.webhook.reviewer import PATH, Reviewer
 
 PARENT_CHECK_S = 1.0
 """How often the parent's presence is checked (``--parent``)."""
 
 
-REVIEW_PATH = "/validate-appwrapper"
-"""The admission webhook's path (``mcad.webhook.server.PATH``)."""
+async def read_at_most(request: web.Request, limit: int) -> bytes | None:
+    """The whole body, or None once it is known to be longer than ``limit`` bytes
+    (before reading any of it when its Content-Length says so)."""
+    if (request.content_length or 0) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(256 * 1024):
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
 
 
 async def serve(host: str, port: int, cert: Path, key: Path, *,
@@ -93,12 +103,9 @@ async def serve(host: str, port: int, cert: Path, key: Path, *,
 
         async def review(request: web.Request) -> web.Response:
             # Bounded as the controller's own server bounds it (this app's limit is the
-            # conversion's, 64 MiB): read no more than MAX_BODY of a review.
-            if (request.content_length or 0) > MAX_REVIEW_BODY:
-                return web.Response(status=413, text="the AdmissionReview is larger than "
-                                                     f"{MAX_REVIEW_BODY} bytes")
-            raw = await request.content.read(MAX_REVIEW_BODY + 1)
-            if len(raw) > MAX_REVIEW_BODY:
+            # conversion's, 64 MiB).
+            raw = await read_at_most(request, MAX_REVIEW_BODY)
+            if raw is None:
                 return web.Response(status=413, text="the AdmissionReview is larger than "
                                                      f"{MAX_REVIEW_BODY} bytes")
             try:
@@ -108,7 +115,7 @@ async def serve(host: str, port: int, cert: Path, key: Path, *,
                     "", allowed=False, code=400, message="the request is not an AdmissionReview"))
             return web.json_response(await reviewer.answer(body))
 
-        app.router.add_post(REVIEW_PATH, review)
+        app.router.add_post(PATH, review)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     try:

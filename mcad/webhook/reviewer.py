@@ -39,6 +39,8 @@ from mcad.webhook.review import (
     response,
 )
 
+PATH = "/validate-appwrapper"
+"""Where both servers answer AdmissionReviews."""
 REVIEW_TIMEOUT_S = 5.0
 MAX_BODY = 8 * 1024 * 1024
 """The largest AdmissionReview either server reads (an object the API server stores is at

@@ -54,10 +54,9 @@ from mcad.gateway.kubeconfig import load_cert_chain
 from mcad.server import ListenError, parse_address
 from mcad.webhook import conversion, reviewer
 from mcad.webhook.review import response
-from mcad.webhook.reviewer import Reviewer
+from mcad.webhook.reviewer import PATH, Reviewer
 
 log = logging.getLogger(__name__)
-PATH = "/validate-appwrapper"
 SECRET = "mcad-webhook-tls"
 RELOAD_EVERY_S = 5.0
 
@@ -121,7 +120,9 @@ class ConversionProcess:
             review_args = ["--review-config", str(config)]
             if self.kubeconfig is not None:
                 review_args += ["--kubeconfig", str(self.kubeconfig.resolve())]
-        for path, data in zip(paths, (cert, key, self._config_json()), strict=False):
+        contents = (cert, key) if self.reviews is None else \
+            (cert, key, self.reviews.model_dump_json(by_alias=True).encode())
+        for path, data in zip(paths, contents, strict=True):
             path.write_bytes(data)
             path.chmod(0o600)
         self._proc = await asyncio.create_subprocess_exec(
@@ -133,10 +134,6 @@ class ConversionProcess:
         await self._until_listening(self._proc)
         log.info("serving the conversion webhook from process %d on %s", self._proc.pid,
                  self.address)
-
-    def _config_json(self) -> bytes:
-        return self.reviews.model_dump_json(by_alias=True).encode() \
-            if self.reviews is not None else b""
 
     async def _until_listening(self, proc: asyncio.subprocess.Process) -> None:
         """Wait (at most ``LISTEN_WITHIN_S``) until ``proc`` accepts a connection on its

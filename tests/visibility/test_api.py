@@ -25,7 +25,8 @@ from mcad.core.cycle.snapshot import CycleResult, Snapshot
 from mcad.visibility import api
 from mcad.visibility.scope import OTHERS, Scopes
 from mcad.webhook.certmanager import CertManager, Registration
-from mcad.webhook.server import PATH, SECRET, WebhookServer
+from mcad.webhook.reviewer import PATH
+from mcad.webhook.server import SECRET, WebhookServer
 from tests.gateway.scripted import Request, ScriptedTransport, reply, status
 from tests.visibility.frontproxy import Authority, Issued, configmap_data
 from tests.visibility.teams import two_teams

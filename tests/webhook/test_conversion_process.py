@@ -33,9 +33,9 @@ from mcad.server import ListenError
 from mcad.webhook import conversion
 from mcad.webhook.certmanager import CertManager, Registration, configuration
 from mcad.webhook.certs import issue
-from mcad.webhook.conversion_server import REVIEW_PATH
 from mcad.webhook.reviewer import MAX_BODY as MAX_REVIEW_BODY
-from mcad.webhook.server import PATH, WebhookServer
+from mcad.webhook.reviewer import PATH
+from mcad.webhook.server import WebhookServer
 from tests.webhook.test_conversion import STORED, Hub, manifests_crd, review
 from tests.webhook.test_webhook import JOB, admission, appwrapper, post
 
@@ -195,7 +195,7 @@ def test_the_manifests_send_admission_reviews_to_the_process_too() -> None:
     (configuration,) = [d for d in documents if d["kind"] == "ValidatingWebhookConfiguration"]
     (webhook,) = configuration["webhooks"]
     assert webhook["clientConfig"]["service"]["port"] == CONVERSION_SERVICE_PORT
-    assert webhook["clientConfig"]["service"]["path"] == REVIEW_PATH == PATH
+    assert webhook["clientConfig"]["service"]["path"] == PATH
 
 
 @pytest.mark.parametrize(("conversion_port", "expected"), [
@@ -253,7 +253,7 @@ async def test_the_process_answers_admission_reviews_with_the_controllers_config
             writer.close()
             return True
         await wait_until(accepts, within=30, what="the process to listen")
-        url = f"https://127.0.0.1:{port}{REVIEW_PATH}"
+        url = f"https://127.0.0.1:{port}{PATH}"
         refused = await post(url, trust, admission(appwrapper(JOB)))
         assert refused["allowed"] is False
         assert "team-a" in refused["status"]["message"]
@@ -265,6 +265,11 @@ async def test_the_process_answers_admission_reviews_with_the_controllers_config
         assert unchecked["allowed"] is False and unchecked["status"]["code"] == 503
         assert unchecked["status"]["message"].startswith(
             "mcad could not check whether the requester may create")
+        # A review far larger than one read of the connection is read whole, then decided.
+        large = admission(appwrapper(JOB))
+        large["request"]["object"]["metadata"]["annotations"] = {"pad": "x" * 2_000_000}
+        whole = await post(url, trust, large)
+        assert whole["allowed"] is False and "team-a" in whole["status"]["message"]
         async with aiohttp.ClientSession() as session, session.post(
                 url, data=b" " * (MAX_REVIEW_BODY + 1), ssl=trust) as resp:
             assert resp.status == 413  # a review is bounded here as in the controller

@@ -36,7 +36,8 @@ from mcad.webhook.review import (
     plan_review,
     plural_of,
 )
-from mcad.webhook.server import PATH, SECRET, WebhookServer
+from mcad.webhook.reviewer import PATH
+from mcad.webhook.server import SECRET, WebhookServer
 from tests.gateway.scripted import Request, ScriptedTransport, reply, status
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
