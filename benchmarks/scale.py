@@ -583,13 +583,13 @@ def webhook_flags(ports: Ports) -> tuple[str, ...]:
 
 def unregister(state: Any) -> None:
     """Take away what a stopped mcad registered and nothing would answer: the admission
-    webhook, so AppWrappers can be created while no mcad runs (the backlog, the
+    webhooks, so AppWrappers can be created while no mcad runs (the backlog, the
     ceiling's), and the visibility API's APIService, whose failing discovery would hold
     every namespace deletion (the ceiling's) until mcad is back. mcad's leader
     registers both again when it starts. The CRD's conversion stays registered,
     answered by the stand-in (``standin``) meanwhile."""
-    kubectl(state, "hub", "delete", "validatingwebhookconfiguration", "mcad",
-            "--ignore-not-found")
+    kubectl(state, "hub", "delete", "validatingwebhookconfiguration,"
+            "mutatingwebhookconfiguration", "mcad", "--ignore-not-found")
     kubectl(state, "hub", "delete", "apiservice", API_SERVICE, "--ignore-not-found")
 
 

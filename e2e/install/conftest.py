@@ -31,7 +31,12 @@ def apply(kubectl_bin: Path, hub: Cluster, path: str) -> str:
                                       "mcad", "-o", "yaml"))
     assert webhook["webhooks"][0]["clientConfig"]["service"]["name"] == "mcad-webhook"
     assert webhook["webhooks"][0]["failurePolicy"] == "Fail"
-    kubectl(kubectl_bin, hub, "delete", "validatingwebhookconfiguration", "mcad")
+    mutating = yaml.safe_load(kubectl(kubectl_bin, hub, "get", "mutatingwebhookconfiguration",
+                                       "mcad", "-o", "yaml"))
+    assert mutating["webhooks"][0]["clientConfig"]["service"]["path"] == "/mutate-appwrapper"
+    assert mutating["webhooks"][0]["failurePolicy"] == "Ignore"
+    kubectl(kubectl_bin, hub, "delete", "validatingwebhookconfiguration,"
+            "mutatingwebhookconfiguration", "mcad")
     service = yaml.safe_load(kubectl(kubectl_bin, hub, "get", "apiservice",
                                       "v1alpha1.visibility.codeflare.dev", "-o", "yaml"))
     assert service["spec"]["service"] == {"namespace": "mcad-system", "name": "mcad-visibility",
@@ -47,6 +52,7 @@ def installed(hub_crds: Cluster, kubectl_path: Path, mcad: ControllerProcess
         assert "deployment.apps/mcad" in out
         assert "clusterrole.rbac.authorization.k8s.io/mcad" in out
         assert "validatingwebhookconfiguration.admissionregistration.k8s.io/mcad" in out
+        assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/mcad" in out
         yield hub_crds
     finally:
         # The manifests' APIService points at a Service nothing serves here (no

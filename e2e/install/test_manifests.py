@@ -70,6 +70,9 @@ CAN_I = [
     ("update", "validatingwebhookconfigurations.admissionregistration.k8s.io/other", None,
      False),
     ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io", None, False),
+    ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/mcad", None, True),
+    ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other", None,
+     False),
     ("update", "customresourcedefinitions.apiextensions.k8s.io/"
                "appwrappers.workload.codeflare.dev", None, True),
     ("update", "customresourcedefinitions.apiextensions.k8s.io/"

@@ -37,6 +37,8 @@ from e2e.controller import (
     wait_state,
 )
 from e2e.waiting import holds_for, wait_until
+from mcad.api.appwrapper import FINALIZER
+from mcad.api.conversion import V1BETA2, convert
 
 
 @contextlib.contextmanager
@@ -54,15 +56,16 @@ def webhook_controller(mcad: ControllerProcess, kubectl_bin: Path, hub: Cluster,
     try:
         own.start()
         deadline = time.monotonic() + 60
-        while f"127.0.0.1:{process_port}" not in kubectl(
-                kubectl_bin, hub, "get", "validatingwebhookconfiguration", "-o", "yaml"):
-            assert time.monotonic() < deadline, "mcad did not register its webhook"
-            time.sleep(0.2)
+        for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+            while f"127.0.0.1:{process_port}" not in kubectl(
+                    kubectl_bin, hub, "get", kind, "-o", "yaml"):
+                assert time.monotonic() < deadline, f"mcad did not register its {kind}"
+                time.sleep(0.2)
         yield own
     finally:
         own.stop()
-        kubectl(kubectl_bin, hub, "delete", "validatingwebhookconfiguration", "mcad",
-                 "--ignore-not-found")
+        kubectl(kubectl_bin, hub, "delete", "validatingwebhookconfiguration,"
+                "mutatingwebhookconfiguration", "mcad", "--ignore-not-found")
         mcad.start()
 
 
@@ -126,8 +129,20 @@ async def test_the_webhook_lets_a_user_wrap_only_what_they_may_create(
         assert "GenericItems[1] ConfigMap/settings: alice may not create configmaps in " \
                f"namespace {aw_namespace}" in message
         ok = job_appwrapper("honest", pods=1, gpus=1, runtime="1s")
-        await alice.create_namespaced_custom_object(*AW[:2], aw_namespace, AW[2], ok)
+        created = await alice.create_namespaced_custom_object(*AW[:2], aw_namespace, AW[2],
+                                                              ok)
+        # mcad's finalizer is on from the create itself (the mutating webhook, answered
+        # by the same process): the controller no longer writes it before the dispatch.
+        assert created["metadata"]["finalizers"] == [FINALIZER]
         await wait_state(hub, aw_namespace, "honest", "Completed", within=60)
+        # Not on one another controller manages: mcad would never take it off.
+        elsewhere = convert(job_appwrapper("elsewhere", pods=1, gpus=1), V1BETA2)
+        elsewhere["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+        created = await alice.create_namespaced_custom_object(
+            AW[0], "v1beta2", aw_namespace, AW[2], elsewhere)
+        assert "finalizers" not in created["metadata"], created["metadata"]
+        await hub.custom.delete_namespaced_custom_object(*AW[:2], aw_namespace, AW[2],
+                                                         "elsewhere")
         # A RoleBinding is refused to anyone, with the sentence mcad validate gives.
         grab = job_appwrapper("grab", pods=1, gpus=1)
         grab["spec"]["resources"]["GenericItems"].append({"generictemplate": {

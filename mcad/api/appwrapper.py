@@ -39,6 +39,10 @@ GROUP: Final = "workload.codeflare.dev"
 VERSION: Final = "v1beta1"
 API_VERSION: Final = "workload.codeflare.dev/v1beta1"
 KIND: Final = "AppWrapper"
+FINALIZER: Final = "workload.codeflare.dev/finalizer"
+"""mcad's finalizer: an AppWrapper holding it is not gone until mcad has cleaned up what it
+created for it. Put on at creation by the mutating webhook (``mcad.webhook.review.
+with_finalizer``), or by the controller when it first sees an AppWrapper without it."""
 
 AppWrapperState = Literal[
     "", "Pending", "Running", "RunningHoldCompletion", "Completed", "Failed", "Deleted"

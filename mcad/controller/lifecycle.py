@@ -45,12 +45,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from mcad import metrics
+from mcad.api.appwrapper import FINALIZER
 from mcad.config import RunConfig
 from mcad.controller.clock import parse_time, rfc3339, utcnow
 from mcad.controller.leftovers import Leftovers
 from mcad.controller.objects import ObjectManager
 from mcad.controller.pacing import StatusPace
-from mcad.controller.records import FINALIZER, AppWrapperRecord
+from mcad.controller.records import AppWrapperRecord
 from mcad.controller.resets import Resets, resetting
 from mcad.controller.writer import HubWriter
 from mcad.core.life.completion import Completed, ItemState, KeepRunning, count_pods, progress

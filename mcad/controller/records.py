@@ -56,7 +56,6 @@ from mcad.core.workload.demand import Demand, DemandError, appwrapper_demand
 from mcad.core.workload.topology import TopologyPin
 from mcad.gateway.connection import loads
 
-FINALIZER = "workload.codeflare.dev/finalizer"
 TERMINAL = ("Completed", "Failed")
 RunId = NewType("RunId", str)
 """One dispatch of an AppWrapper (``status.runId``)."""

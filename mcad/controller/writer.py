@@ -24,9 +24,10 @@ from enum import Enum
 from typing import Any
 
 from mcad import metrics
+from mcad.api.appwrapper import FINALIZER
 from mcad.controller.clock import rfc3339, utcnow
 from mcad.controller.events import EventSender
-from mcad.controller.records import FINALIZER, AppWrapperRecord
+from mcad.controller.records import AppWrapperRecord
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
 from mcad.gateway.errors import ApiError, Conflict, NotFound

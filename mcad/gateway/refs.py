@@ -62,6 +62,9 @@ APISERVICES = ResourceRef("apiregistration.k8s.io/v1", "APIService", "apiservice
 VALIDATING_WEBHOOKS = ResourceRef("admissionregistration.k8s.io/v1",
                                   "ValidatingWebhookConfiguration",
                                   "validatingwebhookconfigurations", namespaced=False)
+MUTATING_WEBHOOKS = ResourceRef("admissionregistration.k8s.io/v1",
+                                "MutatingWebhookConfiguration",
+                                "mutatingwebhookconfigurations", namespaced=False)
 CUSTOMRESOURCEDEFINITIONS = ResourceRef("apiextensions.k8s.io/v1", "CustomResourceDefinition",
                                         "customresourcedefinitions", namespaced=False)
 PRIORITYCLASSES = ResourceRef("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses",

@@ -1,16 +1,17 @@
 """Keeps the webhook's certificate and registration current (on the leader only).
 
-Why the leader: there is one Secret and one ValidatingWebhookConfiguration for every
+Why the leader: there is one Secret and one configuration of each webhook for every
 replica, and two writers would fight. The leader makes sure, at start and then every
 hour, that:
 
 - the Secret ``mcad-webhook-tls`` (in mcad's namespace) holds a CA and a serving
   certificate for the names the API server uses to reach the webhook, renewed a month
   before it expires (``certs.issue``); every replica serves what it holds;
-- the ValidatingWebhookConfiguration ``mcad`` trusts that CA (its ``caBundle``). With
-  ``--webhook-url`` mcad creates or updates the whole configuration, pointing at that
-  URL; with ``--webhook-service`` (the manifests) the configuration is the manifests'
-  and only its caBundle is written;
+- the ValidatingWebhookConfiguration ``mcad`` and the MutatingWebhookConfiguration
+  ``mcad`` (which puts mcad's finalizer on at creation) trust that CA (their
+  ``caBundle``). With ``--webhook-url`` mcad creates or updates each whole configuration,
+  pointing at that URL; with ``--webhook-service`` (the manifests) the configurations are
+  the manifests' and only their caBundle is written;
 - the AppWrapper CRD's conversion webhook (``spec.conversion.webhook.clientConfig``)
   calls mcad's ``/convert`` through the same URL's host or Service, trusting that CA;
 - the visibility API's APIService trusts it too, and reaches the leader
@@ -34,12 +35,12 @@ from mcad.api.conversion import CONVERSION_SERVICE_PORT, CONVERT_PATH
 from mcad.controller.clock import utcnow
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
-from mcad.gateway.errors import Conflict, NotFound
+from mcad.gateway.errors import Conflict, Forbidden, NotFound
 from mcad.webhook import apiservice
 from mcad.webhook.apiservice import VisibilityRegistration
 from mcad.webhook.certs import CertBundle, issue
 from mcad.webhook.review import MATCH_CONDITIONS
-from mcad.webhook.reviewer import PATH
+from mcad.webhook.reviewer import MUTATE_PATH, PATH
 from mcad.webhook.server import SECRET, secret_body
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,11 @@ class Registration:
         own process's port, when there is one), or the Service."""
         return self._client_config(ca, PATH)
 
+    def mutating_client_config(self, ca: bytes) -> dict[str, Any]:
+        """Where the API server calls the mutating webhook: as the admission webhook,
+        at ``MUTATE_PATH``."""
+        return self._client_config(ca, MUTATE_PATH)
+
     def conversion_client_config(self, ca: bytes) -> dict[str, Any]:
         """Where the API server calls ``/convert``: the webhook URL's path replaced (and
         its port, for the webhooks' own process), or the Service."""
@@ -124,6 +130,32 @@ def configuration(registration: Registration, ca: bytes) -> dict[str, Any]:
             "matchConditions": MATCH_CONDITIONS,
             "failurePolicy": "Fail", "sideEffects": "None", "matchPolicy": "Equivalent",
             "admissionReviewVersions": ["v1"], "timeoutSeconds": 10}]}
+
+
+def mutating_configuration(registration: Registration, ca: bytes) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration mcad registers in URL mode: its finalizer put on
+    at creation (``mcad.webhook.review.with_finalizer``). Creates only; failurePolicy
+    Ignore, since nothing is lost without it (the controller puts the finalizer on when
+    it first sees the AppWrapper), and a short timeout, so a replica that cannot answer
+    costs a create little."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration", "metadata": {"name": NAME},
+        "webhooks": [{
+            "name": "finalizer.appwrappers.workload.codeflare.dev",
+            "clientConfig": registration.mutating_client_config(ca),
+            "rules": [{"apiGroups": ["workload.codeflare.dev"],
+                       "apiVersions": ["v1beta1", "v1beta2"],
+                       "operations": ["CREATE"], "resources": ["appwrappers"],
+                       "scope": "Namespaced"}],
+            "failurePolicy": "Ignore", "sideEffects": "None", "matchPolicy": "Equivalent",
+            "reinvocationPolicy": "Never", "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 5}]}
+
+
+_CONFIGURATIONS = ((refs.VALIDATING_WEBHOOKS, configuration),
+                   (refs.MUTATING_WEBHOOKS, mutating_configuration))
+"""The two admission webhook configurations mcad keeps: what each is, how it is made."""
 
 
 class CertManager:
@@ -188,26 +220,41 @@ class CertManager:
         return fresh
 
     async def _ensure_registration(self, ca: bytes) -> None:
+        for ref, make in _CONFIGURATIONS:
+            try:
+                await self._ensure_configuration(ref, make, ca)
+            except Forbidden as err:
+                if ref is refs.VALIDATING_WEBHOOKS:
+                    raise
+                # An install whose ClusterRole predates the mutating webhook: the
+                # finalizer is then the controller's to write, as before it.
+                log.warning("cannot keep the %s %s (%s); apply the manifests' ClusterRole "
+                            "(kubectl apply -k manifests/)", ref.kind, NAME, err.message)
+
+    async def _ensure_configuration(
+            self, ref: refs.ResourceRef,
+            make: Callable[[Registration, bytes], dict[str, Any]], ca: bytes) -> None:
+        """One webhook configuration: in URL mode made whole; else the manifests', whose
+        caBundle is kept current."""
         try:
-            current = await verbs.get(self.hub, refs.VALIDATING_WEBHOOKS, NAME)
+            current = await verbs.get(self.hub, ref, NAME)
         except NotFound:
             if not self.registration.url:
-                log.warning("the ValidatingWebhookConfiguration %s does not exist; apply "
-                            "the manifests (kubectl apply -k manifests/)", NAME)
+                log.warning("the %s %s does not exist; apply the manifests (kubectl apply "
+                            "-k manifests/)", ref.kind, NAME)
                 return
-            await verbs.create(self.hub, refs.VALIDATING_WEBHOOKS,
-                               configuration(self.registration, ca))
-            log.info("registered the admission webhook at %s", self.registration.url)
+            await verbs.create(self.hub, ref, make(self.registration, ca))
+            log.info("registered the %s %s at %s", ref.kind, NAME, self.registration.url)
             return
         if self.registration.url:
-            wanted = configuration(self.registration, ca)
+            wanted = make(self.registration, ca)
             wanted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             # (the rules too: an older mcad registered v1beta1 only, and no conditions)
             if [(w.get("clientConfig"), w.get("rules"), w.get("matchConditions"))
                     for w in current.get("webhooks") or []] \
-                    != [(w["clientConfig"], w["rules"], w["matchConditions"])
+                    != [(w["clientConfig"], w["rules"], w.get("matchConditions"))
                         for w in wanted["webhooks"]]:
-                await verbs.replace(self.hub, refs.VALIDATING_WEBHOOKS, wanted)
+                await verbs.replace(self.hub, ref, wanted)
             return
         bundle = base64.b64encode(ca).decode()
         webhooks = current.get("webhooks") or []
@@ -215,8 +262,8 @@ class CertManager:
             return
         for webhook in webhooks:
             webhook.setdefault("clientConfig", {})["caBundle"] = bundle
-        await verbs.replace(self.hub, refs.VALIDATING_WEBHOOKS, current)
-        log.info("updated the caBundle of ValidatingWebhookConfiguration %s", NAME)
+        await verbs.replace(self.hub, ref, current)
+        log.info("updated the caBundle of %s %s", ref.kind, NAME)
 
     async def _ensure_conversion(self, ca: bytes) -> None:
         """The AppWrapper CRD converts through this replica set's ``/convert``."""

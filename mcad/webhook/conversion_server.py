@@ -26,7 +26,9 @@ for the SubjectAccessReviews with the controller's own credentials (``--kubeconf
 the pod's service account without it). On the controller's event loop, a review waited
 757 ms on average through a 1,000 AppWrapper drain, for an answer the hub gave in
 1.5 ms: every ``kubectl create`` of an AppWrapper waited that long while a backlog
-drained.
+drained. It always answers the mutating webhook (``/mutate-appwrapper``, which puts
+mcad's finalizer on a new AppWrapper: ``mcad.webhook.review.with_finalizer``), which asks
+nothing of anyone.
 
 The certificate is the replica's (Secret ``mcad-webhook-tls``): the controller writes
 it to private files and starts this process again when it changes. With ``--parent``
@@ -43,6 +45,7 @@ import os
 import signal
 import ssl
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -51,9 +54,9 @@ from mcad.config import RunConfig
 from mcad.gateway.connection import Connection, connect, connect_in_cluster
 from mcad.server import parse_address
 from mcad.webhook import conversion
-from mcad.webhook.review import response
+from mcad.webhook.review import response, with_finalizer
 from mcad.webhook.reviewer import MAX_BODY as MAX_REVIEW_BODY
-from mcad.webhook.reviewer import PATH, Reviewer
+from mcad.webhook.reviewer import MUTATE_PATH, PATH, Reviewer
 
 PARENT_CHECK_S = 1.0
 """How often the parent's presence is checked (``--parent``)."""
@@ -70,6 +73,33 @@ async def read_at_most(request: web.Request, limit: int) -> bytes | None:
         if len(body) > limit:
             return None
     return bytes(body)
+
+
+async def read_review(request: web.Request) -> dict[str, Any] | web.Response:
+    """The AdmissionReview a request carries, or the answer that refuses it: 413 over
+    ``MAX_REVIEW_BODY``, as the controller's own server bounds it (this app's limit is
+    the conversion's, 64 MiB); 400 when it is not a JSON object."""
+    raw = await read_at_most(request, MAX_REVIEW_BODY)
+    if raw is None:
+        return web.Response(status=413, text="the AdmissionReview is larger than "
+                                             f"{MAX_REVIEW_BODY} bytes")
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return web.json_response(response(
+            "", allowed=False, code=400, message="the request is not an AdmissionReview"))
+    return body
+
+
+async def mutate(request: web.Request) -> web.Response:
+    """mcad's finalizer on a new AppWrapper (``with_finalizer``): needs no hub, so it is
+    served whether or not this process answers the reviews."""
+    body = await read_review(request)
+    if isinstance(body, web.Response):
+        return body
+    return web.json_response(with_finalizer(body))
 
 
 async def serve(host: str, port: int, cert: Path, key: Path, *,
@@ -95,6 +125,7 @@ async def serve(host: str, port: int, cert: Path, key: Path, *,
 
     app = web.Application(client_max_size=conversion.MAX_BODY)
     app.router.add_post(CONVERT_PATH, convert)
+    app.router.add_post(MUTATE_PATH, mutate)
     hub: Connection | None = None
     if reviews is not None:
         hub = await connect(kubeconfig, name="hub") if kubeconfig is not None \
@@ -102,17 +133,9 @@ async def serve(host: str, port: int, cert: Path, key: Path, *,
         reviewer = Reviewer(hub=hub, config=reviews)
 
         async def review(request: web.Request) -> web.Response:
-            # Bounded as the controller's own server bounds it (this app's limit is the
-            # conversion's, 64 MiB).
-            raw = await read_at_most(request, MAX_REVIEW_BODY)
-            if raw is None:
-                return web.Response(status=413, text="the AdmissionReview is larger than "
-                                                     f"{MAX_REVIEW_BODY} bytes")
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                return web.json_response(response(
-                    "", allowed=False, code=400, message="the request is not an AdmissionReview"))
+            body = await read_review(request)
+            if isinstance(body, web.Response):
+                return body
             return web.json_response(await reviewer.answer(body))
 
         app.router.add_post(PATH, review)

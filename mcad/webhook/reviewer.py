@@ -41,6 +41,9 @@ from mcad.webhook.review import (
 
 PATH = "/validate-appwrapper"
 """Where both servers answer AdmissionReviews."""
+MUTATE_PATH = "/mutate-appwrapper"
+"""Where both servers put mcad's finalizer on a new AppWrapper
+(``mcad.webhook.review.with_finalizer``: pure, no access check, no configuration)."""
 REVIEW_TIMEOUT_S = 5.0
 MAX_BODY = 8 * 1024 * 1024
 """The largest AdmissionReview either server reads (an object the API server stores is at

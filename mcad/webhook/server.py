@@ -53,8 +53,8 @@ from mcad.gateway.errors import ApiError, NotFound
 from mcad.gateway.kubeconfig import load_cert_chain
 from mcad.server import ListenError, parse_address
 from mcad.webhook import conversion, reviewer
-from mcad.webhook.review import response
-from mcad.webhook.reviewer import PATH, Reviewer
+from mcad.webhook.review import response, with_finalizer
+from mcad.webhook.reviewer import MUTATE_PATH, PATH, Reviewer
 
 log = logging.getLogger(__name__)
 SECRET = "mcad-webhook-tls"
@@ -206,6 +206,7 @@ class WebhookServer:
         host, port = parse_address(self.address)
         app = web.Application(client_max_size=reviewer.MAX_BODY)
         app.router.add_post(PATH, self._handle)
+        app.router.add_post(MUTATE_PATH, self._mutate)
         app.router.add_post(CONVERT_PATH, self._convert)
         for prefix, mounted in self.mounted:
             app.add_subapp(prefix, mounted)
@@ -295,12 +296,16 @@ class WebhookServer:
         self.front_proxy = found
 
     async def _handle(self, request: web.Request) -> web.Response:
-        try:
-            review = await request.json()
-        except ValueError:
-            return web.json_response(response("", allowed=False, code=400,
-                                              message="the request is not an AdmissionReview"))
+        review = await _review_of(request)
+        if isinstance(review, web.Response):
+            return review
         return web.json_response(await self.reviewer.answer(review))
+
+    async def _mutate(self, request: web.Request) -> web.Response:
+        review = await _review_of(request)
+        if isinstance(review, web.Response):
+            return review
+        return web.json_response(with_finalizer(review))
 
     async def _convert(self, request: web.Request) -> web.Response:
         """A ConversionReview: read (bounded), converted in a worker thread."""
@@ -316,6 +321,19 @@ class WebhookServer:
         async with self._converting:
             answer = await asyncio.to_thread(conversion.review, bytes(body))
         return web.Response(body=answer, content_type="application/json")
+
+
+async def _review_of(request: web.Request) -> dict[str, Any] | web.Response:
+    """The AdmissionReview a request carries (bounded by the app's ``MAX_BODY``), or the
+    400 that refuses one that is not a JSON object."""
+    try:
+        review = await request.json()
+    except ValueError:
+        review = None
+    if not isinstance(review, dict):
+        return web.json_response(response("", allowed=False, code=400,
+                                          message="the request is not an AdmissionReview"))
+    return review
 
 
 def _bound_port(runner: web.AppRunner) -> int | None:

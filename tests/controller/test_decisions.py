@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from mcad.api.appwrapper import FINALIZER
 from mcad.config import RunConfig
 from mcad.controller.records import EvictionOrder, RunId
 from mcad.core.placement.capacity import AppWrapperKey
@@ -102,6 +103,22 @@ async def test_a_conflict_on_the_status_write_is_decided_again_not_lost(world: W
     assert all(w.body["metadata"]["resourceVersion"] for w in writes)  # always conditional
     await asyncio.sleep(10)
     assert list(world.jobs.jobs) == ["train"]
+
+
+async def test_one_created_with_the_finalizer_costs_its_dispatch_no_finalizer_write(
+        world: World) -> None:
+    """The mutating webhook puts mcad's finalizer on at creation: the dispatch is then
+    one write on the hub (its status), not two in a row. Without it, the controller
+    writes the finalizer first (the next test's AppWrapper)."""
+    body = job_appwrapper("train")
+    body["metadata"]["finalizers"] = [FINALIZER]
+    world.hub.add(body)
+    await dispatched(world)
+    assert world.hub.transport.sent("PATCH", FINALIZER_PATH) == []
+    world.hub.add(job_appwrapper("plain"))
+    await dispatched(world, "plain")
+    (put_on,) = world.hub.transport.sent("PATCH", f"{NS_AW}/plain")
+    assert put_on.body["metadata"]["finalizers"] == [FINALIZER]
 
 
 async def test_a_watch_broken_mid_stream_relists_without_a_second_dispatch(

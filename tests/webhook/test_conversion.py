@@ -83,10 +83,11 @@ class Hub:
         self.transport.on("GET", CRD_PATH, lambda _r: reply(200, self.crd) if self.crd
                           else reply(404, {"kind": "Status", "reason": "NotFound"}))
         self.transport.on("PUT", CRD_PATH, self._replace)
-        webhooks = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
-        self.transport.on("GET", f"{webhooks}/mcad",
-                          reply(404, {"kind": "Status", "reason": "NotFound"}))
-        self.transport.on("POST", webhooks, reply(201, {}))
+        for kind in ("validating", "mutating"):
+            webhooks = f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations"
+            self.transport.on("GET", f"{webhooks}/mcad",
+                              reply(404, {"kind": "Status", "reason": "NotFound"}))
+            self.transport.on("POST", webhooks, reply(201, {}))
 
     def _secret(self, _request: Request) -> Any:
         return reply(200, self.secret) if self.secret else \

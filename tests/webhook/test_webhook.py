@@ -225,10 +225,10 @@ class Hub:
         self.transport.on("GET", "/api/v1", reply(200, {"resources": [
             {"name": "configmaps", "kind": "ConfigMap", "namespaced": True}]}))
         self.transport.on("POST", SAR, self._review)
-        self.transport.on("GET", "/apis/admissionregistration.k8s.io/v1/"
-                                 "validatingwebhookconfigurations/mcad", status(404))
-        self.transport.on("POST", "/apis/admissionregistration.k8s.io/v1/"
-                                  "validatingwebhookconfigurations", reply(201, {}))
+        for kind in ("validating", "mutating"):
+            webhooks = f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations"
+            self.transport.on("GET", f"{webhooks}/mcad", status(404))
+            self.transport.on("POST", webhooks, reply(201, {}))
 
     def _store(self, request: Request) -> Any:
         self.secret = request.body
