@@ -26,6 +26,7 @@ queue timer of the AppWrapper's key: its reconcile asks for the next cycle).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -63,6 +64,9 @@ PACING = 1.0
 a backlog drains, every pod bound is a reason for a cycle, and back-to-back cycles over
 10,000 AppWrappers would leave the reconcilers (which do the writes) no CPU. At 1.0
 cycles take at most half of the controller's time."""
+PROMPT_EVERY_S = 1.0
+"""At most one cycle in this many seconds skips the pacing for an AppWrapper that outranks
+everything the last cycle left waiting (``Dispatcher.trigger``)."""
 
 
 class Runtimes(Protocol):
@@ -110,6 +114,12 @@ class Dispatcher:
         self.runtimes = runtimes
         """Expected run times, for reservation backfill (``RuntimeBook``)."""
         self.wanted = asyncio.Event()
+        self.prompt = asyncio.Event()
+        """Set by ``trigger`` for an AppWrapper that outranks the queue: the pacing ends."""
+        self._prompted = float("-inf")
+        self.top_pending: int | None = None
+        """The highest priority among the AppWrappers the last cycle left waiting (None:
+        none waits)."""
         self.last_duration = 0.0
         """Seconds the last cycle took (capped at 1), for pacing."""
         self.carried = CarriedCycle()
@@ -122,17 +132,35 @@ class Dispatcher:
         """Whether room given back or taken on a cluster can change what the next cycle
         decides (``waits_on_room``); until the first cycle, it may."""
 
-    def trigger(self) -> None:
+    def trigger(self, *, priority: int | None = None) -> None:
+        """Ask for a cycle. ``priority``: a queued AppWrapper's, as it arrives or changes.
+        When it outranks everything the last cycle left waiting, the next cycle starts
+        without waiting out the pacing (at most once every ``PROMPT_EVERY_S``): a
+        priority job that came behind a backlog of 10,000 waited a cycle's length
+        (~200 ms) of pacing before the cycle that could dispatch it started, and a
+        backlog of equals never skips it."""
         self.wanted.set()
+        if priority is None or (self.top_pending is not None and priority <= self.top_pending):
+            return
+        now = asyncio.get_running_loop().time()
+        if now - self._prompted >= PROMPT_EVERY_S:
+            self._prompted = now
+            self.prompt.set()
 
     # -- the loop -----------------------------------------------------------------------
     async def run(self, ready: Callable[[], bool]) -> None:
         self.trigger()  # a (re)started loop decides once: the event that woke it may be gone
         while True:
             await self.wanted.wait()
-            # Let a burst of events land in one cycle, and leave the reconcilers room.
-            await asyncio.sleep(max(DEBOUNCE_S, PACING * self.last_duration))
+            # Let a burst of events land in one cycle, and leave the reconcilers room
+            # (the pacing cut short when an AppWrapper that outranks the queue came:
+            # ``trigger``).
+            await asyncio.sleep(DEBOUNCE_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.prompt.wait(),
+                                       max(0.0, PACING * self.last_duration - DEBOUNCE_S))
             self.wanted.clear()
+            self.prompt.clear()
             if ready():
                 started = time.perf_counter()
                 self.cycle()
@@ -209,10 +237,13 @@ class Dispatcher:
         oldest = now
         last = self._last_pending
         self._last_pending = {}
+        top: int | None = None
         for pending in result.pending:
             reasons[pending.reason] = reasons.get(pending.reason, 0) + 1
             self._last_pending[pending.key] = pending
             rec = appwrappers[pending.key]
+            if top is None or rec.priority > top:
+                top = rec.priority
             entry = self._shares[pending.key].entry or rec.core_entry(self.config)
             since = entry.queued_since or entry.created
             if since.tzinfo is not None:  # (datetime.min: no creationTimestamp)
@@ -240,6 +271,7 @@ class Dispatcher:
             if rec.orders.resize != order:
                 rec.orders.resize = order
                 self.queue.add(resize.key, urgent=True)
+        self.top_pending = top
         metrics.report_pending_reasons(reasons)
         metrics.report_oldest_pending((now - oldest).total_seconds())
         self.last = (snapshot, result)

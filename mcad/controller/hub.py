@@ -110,7 +110,8 @@ class HubCache:
         self.queue.add(key)
         facts = rec.observed.facts
         if rec.queued or rec.deleting or (facts is not None and facts.suspend):
-            self.dispatcher.trigger()  # (a running one suspended is taken back by a cycle)
+            # (a running one suspended is taken back by a cycle)
+            self.dispatcher.trigger(priority=rec.priority if rec.queued else None)
 
     def _on_class(self, values: dict[str, int]) -> Callable[[str, dict[str, Any]], None]:
         """A handler keeping ``values`` (name -> value) of one kind of priority class."""

@@ -1,0 +1,99 @@
+"""The dispatcher's pacing, and the one exception to it (``Dispatcher.trigger``): after a
+cycle of d seconds the next waits d, unless an AppWrapper that outranks everything the
+last cycle left waiting arrives; then the next cycle starts at once, at most once every
+``PROMPT_EVERY_S``. Loop time (looptime): the waits are exact."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+import pytest_asyncio
+
+from mcad.config import RunConfig
+from mcad.controller import dispatcher as dispatcher_module
+from mcad.controller.dispatcher import DEBOUNCE_S, PROMPT_EVERY_S, Dispatcher
+from mcad.controller.state import ControllerState
+from mcad.controller.workqueue import WorkQueue
+from mcad.core.placement.capacity import AppWrapperKey
+
+pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
+CYCLE_S = 0.5
+
+
+class CycleClock:
+    """``time.perf_counter`` for the dispatcher: each cycle seems to take ``CYCLE_S``."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def perf_counter(self) -> float:
+        self.calls += 1
+        return self.calls * CYCLE_S  # (read before and after each cycle)
+
+
+@dataclass
+class Paced:
+    dispatcher: Dispatcher
+    cycles: list[float] = field(default_factory=list)
+    ran: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def cycle(self) -> None:
+        self.cycles.append(asyncio.get_running_loop().time())
+        self.ran.set()
+
+    async def next_cycle(self) -> float:
+        """Loop time from now to the next cycle."""
+        start = asyncio.get_running_loop().time()
+        self.ran.clear()
+        await self.ran.wait()
+        return self.cycles[-1] - start
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def paced(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Paced]:
+    monkeypatch.setattr(dispatcher_module, "time", CycleClock())
+    dispatcher = Dispatcher(state=ControllerState(), config=RunConfig(),
+                            queue=WorkQueue[AppWrapperKey]("appwrappers"))
+    out = Paced(dispatcher)
+    monkeypatch.setattr(dispatcher, "cycle", out.cycle)
+    task = asyncio.create_task(dispatcher.run(lambda: True))
+    await out.next_cycle()  # the first, at start
+    yield out
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_cycle_waits_as_long_as_the_last_took(paced: Paced) -> None:
+    paced.dispatcher.trigger()
+    assert await paced.next_cycle() == pytest.approx(CYCLE_S, abs=0.01)
+
+
+async def test_one_that_outranks_the_queue_starts_the_next_cycle_at_once(
+        paced: Paced) -> None:
+    paced.dispatcher.top_pending = 0
+    paced.dispatcher.trigger(priority=100)
+    assert await paced.next_cycle() == pytest.approx(DEBOUNCE_S, abs=0.002)
+
+
+@pytest.mark.parametrize("priority", [0, -5, None])
+async def test_one_that_does_not_outrank_the_queue_waits_its_turn(
+        paced: Paced, priority: int | None) -> None:
+    """A backlog of equals (or an event that is not an arrival) never skips the pacing."""
+    paced.dispatcher.top_pending = 0
+    paced.dispatcher.trigger(priority=priority)
+    assert await paced.next_cycle() == pytest.approx(CYCLE_S, abs=0.01)
+
+
+async def test_at_most_one_prompt_cycle_a_second(paced: Paced) -> None:
+    """Priorities that keep climbing cannot make the cycles run back to back."""
+    paced.dispatcher.top_pending = 0
+    paced.dispatcher.trigger(priority=100)
+    assert await paced.next_cycle() == pytest.approx(DEBOUNCE_S, abs=0.002)
+    paced.dispatcher.trigger(priority=200)
+    assert await paced.next_cycle() == pytest.approx(CYCLE_S, abs=0.01)
+    await asyncio.sleep(PROMPT_EVERY_S)
+    paced.dispatcher.trigger(priority=300)
+    assert await paced.next_cycle() == pytest.approx(DEBOUNCE_S, abs=0.002)
