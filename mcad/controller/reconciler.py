@@ -7,16 +7,17 @@ record (what was observed, what the dispatcher ordered, what was done: see
 1. gone from the hub: nothing (its timers and backoff are dropped);
 2. being deleted: clean its cluster up, then drop the finalizer (``Lifecycle.cleanup``);
 3. a dispatch ordered and not yet on the hub: persist it (``Admission``); a failed
-   persist keeps it out of cycles for a while (a work queue timer ends the hold);
+   persist keeps it out of cycles for a while (a work queue timer ends the hold); then,
+   whatever its state, mcad's finalizer on it if it is not (when first seen, unless the
+   mutating webhook put it on at creation; or when something took it off);
 4. dispatched: take it back when it must go (lost cluster, requeue under way, an
    eviction order for this run, a changed spec: ``Lifecycle.take_back``); else create
    what of this run is missing (``Creation``), carry out a resize order for this run
    (``Lifecycle.resize``), and follow its pods and objects (``Lifecycle.follow_progress``);
 5. completed: deleted once its success TTL is over (``Resets.expire``);
-6. queued: put the finalizer on (when first seen, so a dispatch needs one write fewer);
-   write why it waits, when that changed; when a hold or a requeue pause ends, tell the
-   dispatcher (the reconciler keeps that timer, not the dispatcher); likewise, for one
-   admitted by reservation backfill, when its promise to the head comes due.
+6. queued: write why it waits, when that changed; when a hold or a requeue pause ends,
+   tell the dispatcher (the reconciler keeps that timer, not the dispatcher); likewise,
+   for one admitted by reservation backfill, when its promise to the head comes due.
 
 Because the work queue never runs one key twice at once, none of this needs a lock,
 and because each step reads the caches afresh, a reconcile that was asked for three
@@ -61,15 +62,17 @@ class Reconciler:
         order = rec.live_dispatch()
         if order is not None and not await self.admission.persist_dispatch(rec, order):
             return self._wake(rec, utcnow())
+        # Every AppWrapper mcad keeps holds its finalizer (no write when it does): put on
+        # at creation by the mutating webhook, else here when first seen, and put back
+        # here whenever something else takes it off (an edit; an apply that counts the
+        # webhook's addition as its own), so a deletion always waits for the cleanup.
+        await self.admission.hold_finalizer(rec)
         if rec.admitted:
             again = await self._admitted(rec)
             wake = self._wake(rec, utcnow())
             return min((t for t in (again, wake) if t is not None), default=None)
         if rec.queued:
             now = utcnow()
-            # The finalizer goes on when the AppWrapper is first seen, not when it is
-            # dispatched: one write fewer on the dispatch's critical path.
-            await self.admission.hold_finalizer(rec)
             again = await self.admission.write_pending(rec, now)
             wake = self._wake(rec, now)
             return min((t for t in (again, wake) if t is not None), default=None)

@@ -121,6 +121,23 @@ async def test_one_created_with_the_finalizer_costs_its_dispatch_no_finalizer_wr
     assert put_on.body["metadata"]["finalizers"] == [FINALIZER]
 
 
+async def test_a_finalizer_taken_off_a_running_appwrapper_is_put_back(
+        world: World) -> None:
+    """Its deletion must still wait for the cleanup on the spoke, whoever took it off."""
+    body = job_appwrapper("train")
+    body["metadata"]["finalizers"] = [FINALIZER]
+    world.hub.add(body)
+    await dispatched(world)
+    aw = world.aw()
+    aw["metadata"]["finalizers"] = []
+    aw["metadata"]["resourceVersion"] = str(next(world.hub.versions))
+    world.hub.transport.live[AW_PATH].event("MODIFIED", aw)
+    await world.until("the finalizer back",
+                      lambda: world.aw()["metadata"].get("finalizers") == [FINALIZER])
+    (put_back,) = world.hub.transport.sent("PATCH", FINALIZER_PATH)
+    assert put_back.body["metadata"]["resourceVersion"] == aw["metadata"]["resourceVersion"]
+
+
 async def test_a_watch_broken_mid_stream_relists_without_a_second_dispatch(
         world: World) -> None:
     world.hub.add(job_appwrapper("train"))
