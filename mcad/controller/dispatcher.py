@@ -133,7 +133,8 @@ class Dispatcher:
         decides (``waits_on_room``); until the first cycle, it may."""
 
     def trigger(self, *, priority: int | None = None) -> None:
-        """Ask for a cycle. ``priority``: a queued AppWrapper's, as it arrives or changes.
+        """Ask for a cycle. ``priority``: a queued AppWrapper's, as it arrives (not as
+        it changes: the events of a backlog being dispatched never cut the pacing short).
         When it outranks everything the last cycle left waiting, the next cycle starts
         without waiting out the pacing (at most once every ``PROMPT_EVERY_S``): a
         priority job that came behind a backlog of 10,000 waited a cycle's length

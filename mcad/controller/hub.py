@@ -100,18 +100,21 @@ class HubCache:
                 state.appwrappers.pop(key, None)
                 state.by_uid.pop(rec.uid, None)
             return
+        arrived = False
         if rec is None or (rec.uid and rec.uid != uid):  # new, or deleted and recreated
             if rec is not None:
                 state.by_uid.pop(rec.uid, None)
             rec = state.appwrappers[key] = AppWrapperRecord(classes=state.classes)
+            arrived = True
         if not rec.observed.take(obj):
             return
         state.by_uid[rec.uid] = key
         self.queue.add(key)
         facts = rec.observed.facts
         if rec.queued or rec.deleting or (facts is not None and facts.suspend):
-            # (a running one suspended is taken back by a cycle)
-            self.dispatcher.trigger(priority=rec.priority if rec.queued else None)
+            # (a running one suspended is taken back by a cycle; one that just arrived
+            # may cut the pacing short, when it outranks the queue)
+            self.dispatcher.trigger(priority=rec.priority if arrived and rec.queued else None)
 
     def _on_class(self, values: dict[str, int]) -> Callable[[str, dict[str, Any]], None]:
         """A handler keeping ``values`` (name -> value) of one kind of priority class."""

@@ -1,11 +1,13 @@
 """The dispatcher's pacing, and the one exception to it (``Dispatcher.trigger``): after a
 cycle of d seconds the next waits d, unless an AppWrapper that outranks everything the
-last cycle left waiting arrives; then the next cycle starts at once, at most once every
-``PROMPT_EVERY_S``. Loop time (looptime): the waits are exact."""
+last cycle left waiting arrives; then the next cycle starts at once (after the 5 ms
+debounce), at most once every ``PROMPT_EVERY_S``. Loop time (looptime): the waits are
+exact."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -15,9 +17,12 @@ import pytest_asyncio
 from mcad.config import RunConfig
 from mcad.controller import dispatcher as dispatcher_module
 from mcad.controller.dispatcher import DEBOUNCE_S, PROMPT_EVERY_S, Dispatcher
+from mcad.controller.hub import HubCache
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
 from mcad.core.placement.capacity import AppWrapperKey
+from tests.controller.seam import job_appwrapper
+from tests.gateway.scripted import ScriptedTransport
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
 CYCLE_S = 0.5
@@ -97,3 +102,24 @@ async def test_at_most_one_prompt_cycle_a_second(paced: Paced) -> None:
     await asyncio.sleep(PROMPT_EVERY_S)
     paced.dispatcher.trigger(priority=300)
     assert await paced.next_cycle() == pytest.approx(DEBOUNCE_S, abs=0.002)
+
+
+async def test_only_an_arrival_asks_to_cut_the_pacing_short() -> None:
+    """The hub cache passes a queued AppWrapper's priority when it arrives, never when it
+    changes: the events of a backlog being dispatched leave the pacing alone."""
+    state = ControllerState()
+    dispatcher = Dispatcher(state=state, config=RunConfig(),
+                            queue=WorkQueue[AppWrapperKey]("appwrappers"))
+    asked: list[int | None] = []
+    dispatcher.trigger = lambda *, priority=None: asked.append(priority)  # type: ignore[method-assign]
+    cache = HubCache(hub=ScriptedTransport().connection("hub"), state=state,
+                     config=RunConfig(), queue=dispatcher.queue, dispatcher=dispatcher,
+                     spokes_changed=lambda: None)
+    obj = job_appwrapper("train")
+    obj["spec"]["priority"] = 7
+    obj["metadata"].update(uid="u1", resourceVersion="1")
+    cache._on_appwrapper("ADDED", obj)
+    changed = copy.deepcopy(obj)
+    changed["metadata"].update(resourceVersion="2", labels={"seen": "yes"})
+    cache._on_appwrapper("MODIFIED", changed)
+    assert asked == [7, None]
