@@ -53,8 +53,9 @@ def converting(kubectl_bin: Path, hub: Cluster) -> bool:
 
 def restore(kubectl_bin: Path, hub: Cluster) -> None:
     """Put the webhooks back as the manifests have them: the URL-registered admission
-    webhooks deleted (it would refuse every AppWrapper once nothing serves it), the CRD
-    converting through the Service again (as crds/ says, so applying it stays valid)."""
+    webhooks deleted (the validating one would refuse every AppWrapper once nothing
+    serves it), the CRD converting through the Service again (as crds/ says, so applying
+    it stays valid)."""
     kubectl(kubectl_bin, hub, "delete", "validatingwebhookconfiguration,"
             "mutatingwebhookconfiguration", "mcad", "--ignore-not-found")
     kubectl(kubectl_bin, hub, "patch", "crd", CRD, "--type=merge", "-p", json.dumps(
