@@ -65,11 +65,14 @@ async def test_a_spec_changed_after_dispatch_is_applied_through_a_requeue(
                                                       obj)
 
     async def reapplied() -> dict[str, Any] | None:
-        current = await get_aw(hub, aw_namespace, "edited")
+        # The Jobs first, then the AppWrapper: read the other way round, the whole requeue
+        # and the new dispatch could fall between the two reads, and the AppWrapper read
+        # would be the old run's (no Requeuing condition yet) beside the new run's Job.
         names: set[str] = set()
         for spoke_name in SPOKES:
             names |= {j.metadata.name for j in
                       (await clusters[spoke_name].batch.list_namespaced_job(aw_namespace)).items}
+        current = await get_aw(hub, aw_namespace, "edited")
         ok = current["status"].get("state") == "Running" and names == {"edited-v2"}
         return current if ok else None
 

@@ -126,8 +126,15 @@ async def test_v1beta2_is_read_through_the_standby_when_the_leader_dies(
         await create_aw(hub, ns, job_appwrapper("before", pods=1, gpus=1, runtime=None))
 
         async def listed() -> list[str] | None:
-            items = (await hub.custom.list_namespaced_custom_object(
-                GROUP, "v1beta2", ns, "appwrappers"))["items"]
+            try:
+                items = (await hub.custom.list_namespaced_custom_object(
+                    GROUP, "v1beta2", ns, "appwrappers"))["items"]
+            except ApiException as err:
+                # The CRD's storage is rebuilt after the leader points its conversion at
+                # itself: "storage is (re)initializing", retry after a second.
+                if err.status == 429:
+                    return None
+                raise
             return [i["metadata"]["name"] for i in items] or None
 
         assert await wait_until(listed, within=30, what="a v1beta2 list") == ["before"]
