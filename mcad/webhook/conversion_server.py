@@ -40,12 +40,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import ssl
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
@@ -54,7 +52,7 @@ from mcad.config import RunConfig
 from mcad.gateway.connection import Connection, connect, connect_in_cluster
 from mcad.server import parse_address
 from mcad.webhook import conversion
-from mcad.webhook.review import response, with_finalizer
+from mcad.webhook.review import mutation, not_a_review, parsed
 from mcad.webhook.reviewer import MAX_BODY as MAX_REVIEW_BODY
 from mcad.webhook.reviewer import MUTATE_PATH, PATH, Reviewer
 
@@ -75,31 +73,25 @@ async def read_at_most(request: web.Request, limit: int) -> bytes | None:
     return bytes(body)
 
 
-async def read_review(request: web.Request) -> dict[str, Any] | web.Response:
-    """The AdmissionReview a request carries, or the answer that refuses it: 413 over
-    ``MAX_REVIEW_BODY``, as the controller's own server bounds it (this app's limit is
-    the conversion's, 64 MiB); 400 when it is not a JSON object."""
+async def read_review(request: web.Request) -> bytes | web.Response:
+    """An admission request's body, or the 413 that refuses it over ``MAX_REVIEW_BODY``,
+    as the controller's own server bounds it (this app's limit is the conversion's,
+    64 MiB). What it holds is read by ``mcad.webhook.review`` (``parsed``,
+    ``mutation``), as the controller's server reads it."""
     raw = await read_at_most(request, MAX_REVIEW_BODY)
     if raw is None:
         return web.Response(status=413, text="the AdmissionReview is larger than "
                                              f"{MAX_REVIEW_BODY} bytes")
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        return web.json_response(response(
-            "", allowed=False, code=400, message="the request is not an AdmissionReview"))
-    return body
+    return raw
 
 
 async def mutate(request: web.Request) -> web.Response:
-    """mcad's finalizer on a new AppWrapper (``with_finalizer``): needs no hub, so it is
+    """mcad's finalizer on a new AppWrapper (``mutation``): needs no hub, so it is
     served whether or not this process answers the reviews."""
-    body = await read_review(request)
-    if isinstance(body, web.Response):
-        return body
-    return web.json_response(with_finalizer(body))
+    raw = await read_review(request)
+    if isinstance(raw, web.Response):
+        return raw
+    return web.json_response(mutation(raw))
 
 
 async def serve(host: str, port: int, cert: Path, key: Path, *,
@@ -133,9 +125,12 @@ async def serve(host: str, port: int, cert: Path, key: Path, *,
         reviewer = Reviewer(hub=hub, config=reviews)
 
         async def review(request: web.Request) -> web.Response:
-            body = await read_review(request)
-            if isinstance(body, web.Response):
-                return body
+            raw = await read_review(request)
+            if isinstance(raw, web.Response):
+                return raw
+            body = parsed(raw)
+            if body is None:
+                return web.json_response(not_a_review())
             return web.json_response(await reviewer.answer(body))
 
         app.router.add_post(PATH, review)

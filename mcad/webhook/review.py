@@ -205,6 +205,36 @@ def plural_of(kind: str) -> str:
     return lower + "s"
 
 
+NOT_A_REVIEW = "the request is not an AdmissionReview"
+
+
+def parsed(raw: bytes) -> dict[str, Any] | None:
+    """The AdmissionReview a request's body holds; None when it is not a JSON object.
+
+    Why one reader: both servers that answer the admission routes (the controller's and
+    the webhooks' own process) read the body their own bounded way and parse it here,
+    so they cannot come to differ on what is a review."""
+    try:
+        body = json.loads(raw)
+    except ValueError:  # (UnicodeDecodeError is one)
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def not_a_review() -> dict[str, Any]:
+    """The validating route's answer to a body that is not an AdmissionReview: refused
+    (the API server never sends one; anyone else gets a sentence)."""
+    return response("", allowed=False, code=400, message=NOT_A_REVIEW)
+
+
+def mutation(raw: bytes) -> dict[str, Any]:
+    """The mutating route's answer to a request's body: ``with_finalizer``'s, or allowed
+    with no patch when the body is not an AdmissionReview. The mutating webhook never
+    refuses anything: what it adds, the controller would add itself."""
+    review = parsed(raw)
+    return with_finalizer(review) if review is not None else response("", allowed=True)
+
+
 def with_finalizer(review: Mapping[str, Any]) -> dict[str, Any]:
     """The mutating webhook's answer to a create: allowed, with mcad's finalizer added.
 
@@ -224,7 +254,8 @@ def with_finalizer(review: Mapping[str, Any]) -> dict[str, Any]:
     holds the finalizer already; one whose finalizers are not a list (the API server
     refuses it itself).
     """
-    request = review.get("request") or {}
+    request = review.get("request")
+    request = request if isinstance(request, Mapping) else {}
     answer = response(str(request.get("uid", "")), allowed=True)
     obj = request.get("object")
     if request.get("operation") != "CREATE" or not isinstance(obj, Mapping):

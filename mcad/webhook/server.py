@@ -53,7 +53,7 @@ from mcad.gateway.errors import ApiError, NotFound
 from mcad.gateway.kubeconfig import load_cert_chain
 from mcad.server import ListenError, parse_address
 from mcad.webhook import conversion, reviewer
-from mcad.webhook.review import response, with_finalizer
+from mcad.webhook.review import mutation, not_a_review, parsed
 from mcad.webhook.reviewer import MUTATE_PATH, PATH, Reviewer
 
 log = logging.getLogger(__name__)
@@ -296,16 +296,13 @@ class WebhookServer:
         self.front_proxy = found
 
     async def _handle(self, request: web.Request) -> web.Response:
-        review = await _review_of(request)
-        if isinstance(review, web.Response):
-            return review
+        review = parsed(await request.read())  # (bounded by the app's MAX_BODY)
+        if review is None:
+            return web.json_response(not_a_review())
         return web.json_response(await self.reviewer.answer(review))
 
     async def _mutate(self, request: web.Request) -> web.Response:
-        review = await _review_of(request)
-        if isinstance(review, web.Response):
-            return review
-        return web.json_response(with_finalizer(review))
+        return web.json_response(mutation(await request.read()))
 
     async def _convert(self, request: web.Request) -> web.Response:
         """A ConversionReview: read (bounded), converted in a worker thread."""
@@ -321,19 +318,6 @@ class WebhookServer:
         async with self._converting:
             answer = await asyncio.to_thread(conversion.review, bytes(body))
         return web.Response(body=answer, content_type="application/json")
-
-
-async def _review_of(request: web.Request) -> dict[str, Any] | web.Response:
-    """The AdmissionReview a request carries (bounded by the app's ``MAX_BODY``), or the
-    400 that refuses one that is not a JSON object."""
-    try:
-        review = await request.json()
-    except ValueError:
-        review = None
-    if not isinstance(review, dict):
-        return web.json_response(response("", allowed=False, code=400,
-                                          message="the request is not an AdmissionReview"))
-    return review
 
 
 def _bound_port(runner: web.AppRunner) -> int | None:

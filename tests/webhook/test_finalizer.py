@@ -15,6 +15,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 from hypothesis import given
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from mcad.api.appwrapper import FINALIZER
 from mcad.api.conversion import MCAD_CONTROLLER, V1BETA1, V1BETA2, V1BETA2_KEPT, convert, kept_facts
 from mcad.webhook.certmanager import CertManager, Registration, mutating_configuration
-from mcad.webhook.review import with_finalizer
+from mcad.webhook.review import NOT_A_REVIEW, mutation, parsed, with_finalizer
 from mcad.webhook.reviewer import MUTATE_PATH
 from mcad.webhook.server import WebhookServer
 from tests.gateway.scripted import reply
@@ -172,6 +173,47 @@ async def test_the_webhooks_process_answers_it_without_the_reviews_configuration
     answer = await post(url.replace("/convert", MUTATE_PATH), trust,
                         admission(appwrapper(JOB)))
     assert patched(appwrapper(JOB), answer)["metadata"]["finalizers"] == [FINALIZER]
+
+
+@pytest.mark.parametrize("raw", [b"", b"not json", b"\xff\xfe", b"[1]", b'"a review"',
+                                 b'{"request": [1]}', b'{"request": {"object": 7}}'])
+def test_a_body_that_is_not_a_review_is_allowed_without_a_patch(raw: bytes) -> None:
+    """The mutating route never refuses: what it adds, the controller adds itself. Before,
+    a body that was not an AdmissionReview got the validating route's 400 refusal (and
+    a review whose request was not an object, a 500)."""
+    answer = mutation(raw)["response"]
+    assert answer == {"uid": "", "allowed": True}
+
+
+def test_both_routes_read_a_body_alike() -> None:
+    review = admission(appwrapper(JOB))
+    raw = json.dumps(review).encode()
+    assert parsed(raw) == review and mutation(raw) == with_finalizer(review)
+    assert parsed(b"[1]") is None and parsed(b"\xff") is None
+
+
+async def raw_post(url: str, trust: ssl.SSLContext, body: bytes) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession() as session, \
+            session.post(url, data=body, ssl=trust) as resp:
+        return resp.status, (await resp.json())["response"]
+
+
+async def test_the_controllers_server_refuses_junk_only_on_the_validating_route(
+        served: tuple[Any, str, ssl.SSLContext]) -> None:
+    _, url, trust = served
+    assert await raw_post(url.replace("/validate-appwrapper", MUTATE_PATH), trust,
+                          b"junk") == (200, {"uid": "", "allowed": True})
+    status, answer = await raw_post(url, trust, b"junk")
+    assert status == 200 and answer["allowed"] is False
+    assert answer["status"] == {"code": 400, "message": NOT_A_REVIEW, "reason": "Invalid"}
+
+
+async def test_the_webhooks_process_allows_junk_on_the_mutating_route(
+        converting: tuple[WebhookServer, str, ssl.SSLContext]) -> None:
+    server, url, trust = converting
+    await listening(server)
+    assert await raw_post(url.replace("/convert", MUTATE_PATH), trust,
+                          b"junk") == (200, {"uid": "", "allowed": True})
 
 
 async def test_a_clusterrole_without_the_mutating_webhook_only_costs_a_warning(
