@@ -18,9 +18,11 @@ Phases, as in Kueue:
    reconciler (the only actor that writes about it) carries it out. Dispatches,
    evictions and resizes are queued as urgent, ahead of pending-reason writes.
 
-The dispatcher is one task: cycles never overlap, no cycle waits on the network, and it
-keeps no timers (the end of a requeue pause or of a failed persist's hold is a work
-queue timer of the AppWrapper's key: its reconcile asks for the next cycle).
+The dispatcher is one task: cycles never overlap, no cycle waits on the network. Phase 2
+runs in a thread of its own beside the event loop (``step``); phases 1 and 3 on the
+loop, phase 3 only for AppWrappers the core saw as they are (``_still``). It keeps no
+timers (the end of a requeue pause or of a failed persist's hold is a work queue timer
+of the AppWrapper's key: its reconcile asks for the next cycle).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
@@ -128,6 +131,8 @@ class Dispatcher:
         self.last: tuple[Snapshot, CycleResult] | None = None
         """The last cycle's snapshot and decisions: what ``mcad queue`` and ``mcad
         explain`` are answered from (``mcad.visibility``)."""
+        self._deciding: ThreadPoolExecutor | None = None
+        """The thread the core decides in (``step``)."""
         self.room_matters = True
         """Whether room given back or taken on a cluster can change what the next cycle
         decides (``waits_on_room``); until the first cycle, it may."""
@@ -164,8 +169,37 @@ class Dispatcher:
             self.prompt.clear()
             if ready():
                 started = time.perf_counter()
-                self.cycle()
+                await self.step()
                 self.last_duration = min(1.0, time.perf_counter() - started)
+
+    async def step(self) -> CycleResult:
+        """One cycle whose deciding runs beside the event loop, not on it.
+
+        Why: the core's decision is pure and takes what the snapshot holds alone, but it
+        is the controller's longest piece of work (a full cycle over 10,000 queued was
+        200-270 ms on this test bed's two busy cores). On the loop, every answer the hub
+        sent meanwhile waited for it: a priority job's dispatch PATCH, answered by the
+        hub in 54-70 ms, came back to its worker 0.18-0.54 s later, and its Job's
+        create as late. In a thread of its own (``_deciding``, one, so cycles never
+        overlap) the interpreter passes between it and the loop every few
+        milliseconds. The snapshot is taken and the decisions are ordered on the loop,
+        as before; what changed while the core decided is checked when ordering
+        (``_still``), and anything that changed is decided again by the next cycle."""
+        started = time.perf_counter()
+        snapshot = self.snapshot(utcnow())
+        if self._deciding is None:
+            self._deciding = ThreadPoolExecutor(max_workers=1,
+                                                thread_name_prefix="dispatch cycle")
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(
+                self._deciding, self.carried.decide, snapshot)
+        except BaseException:
+            # Cancelled, the thread finishes on its own; what it carries is never
+            # ordered. Failed (a bug), what it carries is half done. Either way the next
+            # cycle (the supervisor's restart) starts afresh, queued behind it.
+            self.carried = CarriedCycle()
+            raise
+        return self._order(snapshot, result, started, checked=True)
 
     def snapshot(self, now: datetime) -> Snapshot:
         """The snapshot of this moment. Each record's share of it is carried from the
@@ -221,28 +255,59 @@ class Dispatcher:
                         quota=self.state.forest, policy=policy)
 
     def cycle(self) -> CycleResult:
+        """One cycle on the loop, start to end (the tests' form of ``step``: nothing can
+        change between the snapshot and the orders)."""
         started = time.perf_counter()
-        now = utcnow()
-        snapshot = self.snapshot(now)
-        result = self.carried.decide(snapshot)
+        snapshot = self.snapshot(utcnow())
+        return self._order(snapshot, self.carried.decide(snapshot), started, checked=False)
+
+    def _still(self, key: AppWrapperKey, *, queued: bool) -> AppWrapperRecord | None:
+        """The record ``key``'s decision is for, when nothing the decision read of it
+        changed since the snapshot; else None, and the next cycle decides it again."""
+        rec = self.state.appwrappers.get(key)
+        share = self._shares.get(key)
+        if rec is None or share is None or rec.uid != share.uid:
+            return None
+        if share.current(rec):
+            return rec
+        # Written meanwhile (mcad's finalizer, a status echo): the same to the core, and
+        # on the same run with the same orders?
+        if share.same_orders(rec) and (rec.queued if queued else rec.admitted) and \
+                share.entry is not None and rec.core_entry(self.config) == share.entry:
+            return rec
+        return None
+
+    def _order(self, snapshot: Snapshot, result: CycleResult, started: float, *,
+               checked: bool) -> CycleResult:
+        """The decisions as orders on the records (``checked``: only where the record is
+        as the snapshot saw it, ``_still``)."""
         metrics.observe_dispatch_cycle(time.perf_counter() - started,
                                        appwrappers=len(snapshot.appwrappers))
         appwrappers = self.state.appwrappers
+        stale = 0
         for dispatch in result.dispatches:
-            rec = appwrappers[dispatch.key]
+            found = self._still(dispatch.key, queued=True) if checked else \
+                appwrappers[dispatch.key]
+            if found is None:
+                stale += 1
+                continue
+            rec = found
             rec.orders.dispatch = DispatchOrder(new_run(), dispatch.cluster, dispatch.pods,
                                                 dispatch.placement.pin, dispatch.promise)
             rec.orders.pending = None
             self.queue.add(dispatch.key, urgent=True, rank=rec.priority)
         reasons: dict[str, int] = {}
-        oldest = now
+        now = oldest = snapshot.now
         last = self._last_pending
         self._last_pending = {}
         top: int | None = None
         for pending in result.pending:
             reasons[pending.reason] = reasons.get(pending.reason, 0) + 1
             self._last_pending[pending.key] = pending
-            rec = appwrappers[pending.key]
+            got = appwrappers.get(pending.key)
+            if got is None or got.uid != self._shares[pending.key].uid:
+                continue  # deleted while the core decided
+            rec = got
             if top is None or rec.priority > top:
                 top = rec.priority
             entry = self._shares[pending.key].entry or rec.core_entry(self.config)
@@ -256,7 +321,12 @@ class Dispatcher:
             if wanted != rec.progress.last_pending:
                 self.queue.add(pending.key)
         for eviction in result.evictions:
-            rec = appwrappers[eviction.key]
+            found = self._still(eviction.key, queued=False) if checked else \
+                appwrappers[eviction.key]
+            if found is None:
+                stale += 1
+                continue
+            rec = found
             run = rec.run
             if run is None:
                 continue
@@ -264,7 +334,12 @@ class Dispatcher:
                                                 eviction.for_key)
             self.queue.add(eviction.key, urgent=True)
         for resize in result.resizes:
-            rec = appwrappers[resize.key]
+            found = self._still(resize.key, queued=False) if checked else \
+                appwrappers[resize.key]
+            if found is None:
+                stale += 1
+                continue
+            rec = found
             run = rec.run
             if run is None:
                 continue
@@ -277,6 +352,12 @@ class Dispatcher:
         metrics.report_oldest_pending((now - oldest).total_seconds())
         self.last = (snapshot, result)
         self.room_matters = waits_on_room(snapshot, result)
+        if stale:
+            # (a cycle that dispatched, evicted or resized is never carried: the next
+            # one is in full)
+            log.info("%d decisions of this cycle were for AppWrappers that changed while "
+                     "it decided: the next cycle decides them again", stale)
+            self.wanted.set()
         return result
 
 
@@ -348,8 +429,12 @@ class _Share:
 
     def current(self, rec: AppWrapperRecord) -> bool:
         """Nothing this share was worked out from has changed (the link part aside)."""
+        return self.taken == rec.observed.taken and self.same_orders(rec)
+
+    def same_orders(self, rec: AppWrapperRecord) -> bool:
+        """The record's orders and the progress that voids them are as they were."""
         orders, progress = rec.orders, rec.progress
-        return (self.taken == rec.observed.taken and self.dispatch is orders.dispatch
+        return (self.dispatch is orders.dispatch
                 and self.eviction is orders.eviction and self.resize is orders.resize
                 and self.persisted == progress.persisted and self.failed == progress.failed
                 and self.evicted == progress.evicted)

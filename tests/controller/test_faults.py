@@ -130,17 +130,17 @@ async def test_a_hub_that_answers_500_for_minutes_leaves_it_running_then_it_reco
 async def test_a_bug_in_the_dispatcher_restarts_it_not_the_process(
         running: Running, monkeypatch: pytest.MonkeyPatch) -> None:
     before = sample("mcad_task_restarts_total", task="dispatcher") or 0
-    cycle = running.controller.dispatcher.cycle
+    step = running.controller.dispatcher.step
     calls = 0
 
-    def broken_once() -> object:
+    async def broken_once() -> object:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise RuntimeError("a bug in the cycle")
-        return cycle()
+        return await step()
 
-    monkeypatch.setattr(running.controller.dispatcher, "cycle", broken_once)
+    monkeypatch.setattr(running.controller.dispatcher, "step", broken_once)
     running.hub.add(job_appwrapper("train"))
     assert await dispatched(running) == "local"
     assert (sample("mcad_task_restarts_total", task="dispatcher") or 0) == before + 1

@@ -45,7 +45,7 @@ class Paced:
     cycles: list[float] = field(default_factory=list)
     ran: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def cycle(self) -> None:
+    async def step(self) -> None:
         self.cycles.append(asyncio.get_running_loop().time())
         self.ran.set()
 
@@ -63,7 +63,7 @@ async def paced(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Paced]:
     dispatcher = Dispatcher(state=ControllerState(), config=RunConfig(),
                             queue=WorkQueue[AppWrapperKey]("appwrappers"))
     out = Paced(dispatcher)
-    monkeypatch.setattr(dispatcher, "cycle", out.cycle)
+    monkeypatch.setattr(dispatcher, "step", out.step)
     task = asyncio.create_task(dispatcher.run(lambda: True))
     await out.next_cycle()  # the first, at start
     yield out
