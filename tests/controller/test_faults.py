@@ -130,17 +130,19 @@ async def test_a_hub_that_answers_500_for_minutes_leaves_it_running_then_it_reco
 async def test_a_bug_in_the_dispatcher_restarts_it_not_the_process(
         running: Running, monkeypatch: pytest.MonkeyPatch) -> None:
     before = sample("mcad_task_restarts_total", task="dispatcher") or 0
-    step = running.controller.dispatcher.step
+    cycle = running.controller.dispatcher.cycle
     calls = 0
 
-    async def broken_once() -> object:
+    def broken_twice() -> object:
+        """The arrival's cycle fails where it arrived (``trigger`` logs it and leaves it
+        to the task), then in the task, which ends: the supervisor restarts it."""
         nonlocal calls
         calls += 1
-        if calls == 1:
+        if calls <= 2:
             raise RuntimeError("a bug in the cycle")
-        return await step()
+        return cycle()
 
-    monkeypatch.setattr(running.controller.dispatcher, "step", broken_once)
+    monkeypatch.setattr(running.controller.dispatcher, "cycle", broken_twice)
     running.hub.add(job_appwrapper("train"))
     assert await dispatched(running) == "local"
     assert (sample("mcad_task_restarts_total", task="dispatcher") or 0) == before + 1

@@ -1,8 +1,9 @@
 """The dispatcher's pacing, and the one exception to it (``Dispatcher.trigger``): after a
 cycle of d seconds the next waits d, unless an AppWrapper that outranks everything the
-last cycle left waiting arrives; then the next cycle starts at once (after the 5 ms
-debounce), at most once every ``PROMPT_EVERY_S``. Loop time (looptime): the waits are
-exact."""
+last cycle left waiting arrives; then it is decided at once (a cycle on the loop, in the
+callback that saw it; or, when the core is deciding in its thread, the cycle right
+after that one, with no debounce and no pacing), at most once every ``PROMPT_EVERY_S``.
+Loop time (looptime): the waits are exact."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest_asyncio
 
 from mcad.config import RunConfig
 from mcad.controller import dispatcher as dispatcher_module
-from mcad.controller.dispatcher import DEBOUNCE_S, PROMPT_EVERY_S, Dispatcher
+from mcad.controller.dispatcher import PROMPT_EVERY_S, Dispatcher
 from mcad.controller.hub import HubCache
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
@@ -43,10 +44,17 @@ class CycleClock:
 class Paced:
     dispatcher: Dispatcher
     cycles: list[float] = field(default_factory=list)
+    on_loop: list[float] = field(default_factory=list)
+    """When cycles ran on the loop (``Dispatcher.cycle``), not through the thread."""
     ran: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def step(self) -> None:
         self.cycles.append(asyncio.get_running_loop().time())
+        self.ran.set()
+
+    def cycle(self) -> None:
+        self.on_loop.append(asyncio.get_running_loop().time())
+        self.cycles.append(self.on_loop[-1])
         self.ran.set()
 
     async def next_cycle(self) -> float:
@@ -64,6 +72,7 @@ async def paced(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Paced]:
                             queue=WorkQueue[AppWrapperKey]("appwrappers"))
     out = Paced(dispatcher)
     monkeypatch.setattr(dispatcher, "step", out.step)
+    monkeypatch.setattr(dispatcher, "cycle", out.cycle)
     task = asyncio.create_task(dispatcher.run(lambda: True))
     await out.next_cycle()  # the first, at start
     yield out
@@ -76,11 +85,26 @@ async def test_a_cycle_waits_as_long_as_the_last_took(paced: Paced) -> None:
     assert await paced.next_cycle() == pytest.approx(CYCLE_S, abs=0.01)
 
 
-async def test_one_that_outranks_the_queue_starts_the_next_cycle_at_once(
+async def test_one_that_outranks_the_queue_is_decided_where_it_arrives(
         paced: Paced) -> None:
+    """In the callback that saw it: no hop through the loop, no debounce, no pacing."""
     paced.dispatcher.top_pending = 0
+    now = asyncio.get_running_loop().time()
     paced.dispatcher.trigger(priority=100)
-    assert await paced.next_cycle() == pytest.approx(DEBOUNCE_S, abs=0.002)
+    assert paced.on_loop == [now]
+
+
+async def test_one_that_arrives_while_the_core_decides_is_decided_right_after(
+        paced: Paced) -> None:
+    """The cycle under way (in its thread) ends first; the next starts at once, on the
+    loop, without the debounce or the pacing."""
+    paced.dispatcher.top_pending = 0
+    paced.dispatcher._stepping = True
+    paced.dispatcher.trigger(priority=100)
+    assert paced.on_loop == []
+    paced.dispatcher._stepping = False
+    assert await paced.next_cycle() == 0.0
+    assert len(paced.on_loop) == 1
 
 
 @pytest.mark.parametrize("priority", [0, -5, None])
@@ -96,12 +120,13 @@ async def test_at_most_one_prompt_cycle_a_second(paced: Paced) -> None:
     """Priorities that keep climbing cannot make the cycles run back to back."""
     paced.dispatcher.top_pending = 0
     paced.dispatcher.trigger(priority=100)
-    assert await paced.next_cycle() == pytest.approx(DEBOUNCE_S, abs=0.002)
+    assert len(paced.on_loop) == 1
     paced.dispatcher.trigger(priority=200)
+    assert len(paced.on_loop) == 1
     assert await paced.next_cycle() == pytest.approx(CYCLE_S, abs=0.01)
     await asyncio.sleep(PROMPT_EVERY_S)
     paced.dispatcher.trigger(priority=300)
-    assert await paced.next_cycle() == pytest.approx(DEBOUNCE_S, abs=0.002)
+    assert len(paced.on_loop) == 2
 
 
 async def test_only_an_arrival_asks_to_cut_the_pacing_short() -> None:
