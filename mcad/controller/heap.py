@@ -24,51 +24,16 @@ among them would stay, and mcad's own data makes none
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
-import logging
 
-log = logging.getLogger(__name__)
 YOUNG_THRESHOLD = 20_000
 """Allocations (net of frees) between young collections (CPython's default: 700)."""
-M_ARENA_MAX = -8
-"""glibc's ``mallopt`` parameter: how many malloc arenas the process may have."""
 
 
 def tune() -> None:
-    """Set the collector's thresholds for the controller's process (``mcad run``), and
-    keep its threads on one malloc arena (``one_arena``)."""
+    """Set the collector's thresholds for the controller's process (``mcad run``)."""
     _, middle, old = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, middle, old)
-    one_arena()
-
-
-def one_arena() -> bool:
-    """Have every thread allocate from the main malloc arena; True when glibc took it.
-
-    Why: the dispatch cycle's core decides in a thread of its own
-    (``Dispatcher.step``), and glibc gives each thread that allocates an arena of its
-    own. What the core allocates beyond Python's small-object allocator (the tables and
-    tuples of a cycle over 10,000 AppWrappers) then sits in a second arena, whose freed
-    memory glibc seldom returns: the first 10,000 run with the thread peaked at
-    251.6 MB, above the controller's 250 MB budget (246-250 MB in the runs before
-    it). The interpreter lock lets one thread allocate
-    at a time anyway, so one arena costs no waiting. Called before the thread is made
-    (an arena, once a thread has one, stays); not glibc (musl, macOS): nothing."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    done = bool(mallopt(M_ARENA_MAX, 1))
-    if not done:
-        log.debug("mallopt(M_ARENA_MAX, 1) was refused: threads keep arenas of their own")
-    return done
 
 
 def settle() -> None:

@@ -58,10 +58,3 @@ async def test_tune_raises_only_the_young_threshold() -> None:
         assert gc.get_threshold() == (heap.YOUNG_THRESHOLD, before[1], before[2])
     finally:
         gc.set_threshold(*before)
-
-
-async def test_every_thread_allocates_from_one_arena() -> None:
-    """glibc takes the setting (this test bed is glibc Linux), and taking it again is
-    harmless: ``mcad run`` calls it once, before the dispatch cycle's thread exists."""
-    assert heap.one_arena() is True
-    assert heap.one_arena() is True
