@@ -35,7 +35,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from mcad import metrics
 from mcad.config import RunConfig
@@ -70,6 +70,15 @@ cycles take at most half of the controller's time."""
 PROMPT_EVERY_S = 1.0
 """At most one cycle in this many seconds is run at once for an AppWrapper that outranks
 everything the last cycle left waiting (``Dispatcher.trigger``)."""
+
+
+class _Decision(Protocol):
+    @property
+    def key(self) -> AppWrapperKey: ...
+
+
+_D = TypeVar("_D", bound=_Decision)
+"""A dispatch, an eviction or a resize."""
 
 
 class Runtimes(Protocol):
@@ -310,6 +319,19 @@ class Dispatcher:
             return rec
         return None
 
+    def _live(self, decisions: tuple[_D, ...], *, queued: bool, checked: bool
+              ) -> tuple[list[tuple[_D, AppWrapperRecord]], int]:
+        """Each decision with the record it is for, and how many were for a record that
+        changed while the core decided (``checked``; ``_still``)."""
+        appwrappers = self.state.appwrappers
+        live = []
+        for decision in decisions:
+            rec = self._still(decision.key, queued=queued) if checked else \
+                appwrappers[decision.key]
+            if rec is not None:
+                live.append((decision, rec))
+        return live, len(decisions) - len(live)
+
     def _order(self, snapshot: Snapshot, result: CycleResult, started: float, *,
                checked: bool) -> CycleResult:
         """The decisions as orders on the records (``checked``: only where the record is
@@ -317,14 +339,12 @@ class Dispatcher:
         metrics.observe_dispatch_cycle(time.perf_counter() - started,
                                        appwrappers=len(snapshot.appwrappers))
         appwrappers = self.state.appwrappers
-        stale = 0
-        for dispatch in result.dispatches:
-            found = self._still(dispatch.key, queued=True) if checked else \
-                appwrappers[dispatch.key]
-            if found is None:
-                stale += 1
-                continue
-            rec = found
+        dispatches, stale = self._live(result.dispatches, queued=True, checked=checked)
+        evictions, stale_evictions = self._live(result.evictions, queued=False,
+                                                checked=checked)
+        resizes, stale_resizes = self._live(result.resizes, queued=False, checked=checked)
+        stale += stale_evictions + stale_resizes
+        for dispatch, rec in dispatches:
             rec.orders.dispatch = DispatchOrder(new_run(), dispatch.cluster, dispatch.pods,
                                                 dispatch.placement.pin, dispatch.promise)
             rec.orders.pending = None
@@ -353,26 +373,14 @@ class Dispatcher:
             rec.orders.pending = wanted
             if wanted != rec.progress.last_pending:
                 self.queue.add(pending.key)
-        for eviction in result.evictions:
-            found = self._still(eviction.key, queued=False) if checked else \
-                appwrappers[eviction.key]
-            if found is None:
-                stale += 1
-                continue
-            rec = found
+        for eviction, rec in evictions:
             run = rec.run
             if run is None:
                 continue
             rec.orders.eviction = EvictionOrder(run, eviction.reason, eviction.message,
                                                 eviction.for_key)
             self.queue.add(eviction.key, urgent=True)
-        for resize in result.resizes:
-            found = self._still(resize.key, queued=False) if checked else \
-                appwrappers[resize.key]
-            if found is None:
-                stale += 1
-                continue
-            rec = found
+        for resize, rec in resizes:
             run = rec.run
             if run is None:
                 continue
