@@ -67,6 +67,14 @@ PACING = 1.0
 a backlog drains, every pod bound is a reason for a cycle, and back-to-back cycles over
 10,000 AppWrappers would leave the reconcilers (which do the writes) no CPU. At 1.0
 cycles take at most half of the controller's time."""
+THREAD_OVER_S = 0.05
+"""Seconds of CPU a cycle's core may take on the event loop (``Dispatcher.core_s``);
+past it the next core decides in the thread (``step``). Why not always the thread: with
+1,000 queued a core takes 3-15 ms, and passing the interpreter between the thread and a
+loop that has work every millisecond cost more than it saved. In 1,000 smokes the drain
+went from 30-33/s (the loop) to 24-29/s (the thread), whole-machine CPU per AppWrapper
+from 62-68 to 68-83 ms (docs/benchmarks.md, "seventh stop"). With 10,000 queued a full
+core takes 80-270 ms, and on the loop every answer from the hub waited behind it."""
 PROMPT_EVERY_S = 1.0
 """At most one cycle in this many seconds is run at once for an AppWrapper that outranks
 everything the last cycle left waiting (``Dispatcher.trigger``)."""
@@ -134,6 +142,11 @@ class Dispatcher:
         none waits)."""
         self.last_duration = 0.0
         """Seconds the last cycle took (capped at 1), for pacing."""
+        self.core_s = 0.0
+        """CPU seconds the recent cores took: the last one's, or half the one before if
+        that was more (so one cheap carried cycle among full ones does not bring the
+        full ones back onto the loop). Past ``THREAD_OVER_S`` the core decides in the
+        thread."""
         self.carried = CarriedCycle()
         self._last_pending: dict[AppWrapperKey, Pending] = {}
         self._shares: dict[AppWrapperKey, _Share] = {}
@@ -205,7 +218,7 @@ class Dispatcher:
             self.prompt.clear()
             if ready():
                 started = time.perf_counter()
-                if prompt:
+                if prompt or self.core_s < THREAD_OVER_S:
                     self.cycle()
                 else:
                     await self.step()
@@ -223,7 +236,8 @@ class Dispatcher:
         overlap) the interpreter passes between it and the loop every few
         milliseconds. The snapshot is taken and the decisions are ordered on the loop,
         as before; what changed while the core decided is checked when ordering
-        (``_still``), and anything that changed is decided again by the next cycle."""
+        (``_still``), and anything that changed is decided again by the next cycle.
+        ``run`` takes this form only while the cores cost more than ``THREAD_OVER_S``."""
         started = time.perf_counter()
         snapshot = self.snapshot(utcnow())
         if self._deciding is None:
@@ -232,7 +246,7 @@ class Dispatcher:
         self._stepping = True
         try:
             result = await asyncio.get_running_loop().run_in_executor(
-                self._deciding, self.carried.decide, snapshot)
+                self._deciding, self._decide, snapshot)
         except BaseException:
             # Cancelled, the thread finishes on its own; what it carries is never
             # ordered. Failed (a bug), what it carries is half done. Either way the next
@@ -301,7 +315,14 @@ class Dispatcher:
         change between the snapshot and the orders)."""
         started = time.perf_counter()
         snapshot = self.snapshot(utcnow())
-        return self._order(snapshot, self.carried.decide(snapshot), started, checked=False)
+        return self._order(snapshot, self._decide(snapshot), started, checked=False)
+
+    def _decide(self, snapshot: Snapshot) -> CycleResult:
+        """The core's decision, its CPU time kept in ``core_s`` (in whichever thread)."""
+        cpu = time.thread_time()
+        result = self.carried.decide(snapshot)
+        self.core_s = max(time.thread_time() - cpu, self.core_s / 2)
+        return result
 
     def _still(self, key: AppWrapperKey, *, queued: bool) -> AppWrapperRecord | None:
         """The record ``key``'s decision is for, when nothing the decision read of it

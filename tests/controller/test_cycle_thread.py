@@ -5,7 +5,9 @@ What must hold: the loop runs while the core decides (on it, every answer the hu
 waited out the cycle); a decision is ordered only for an AppWrapper as the snapshot saw
 it, or one only written meanwhile in ways the core does not read (mcad's finalizer, a
 status echo); one changed, deleted or recreated meanwhile gets no order, and the next
-cycle is asked for; a cycle cancelled while deciding leaves nothing carried.
+cycle is asked for; a cycle cancelled while deciding leaves nothing carried. And the
+thread is taken only while cores are costly (``THREAD_OVER_S``): a cheap core decides on
+the loop, where the hops to a thread cost more than they saved.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import asyncio
 import copy
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from mcad.controller import dispatcher as dispatcher_module
+from mcad.controller.dispatcher import THREAD_OVER_S
 from mcad.controller.records import AppWrapperRecord
 from mcad.core.cycle.carried import CarriedCycle
 from mcad.core.cycle.decide import CycleResult, Snapshot
@@ -151,3 +156,69 @@ async def test_a_bug_in_the_core_leaves_nothing_carried() -> None:
     with pytest.raises(RuntimeError, match="a bug in the core"):
         await world.dispatcher.step()
     assert world.dispatcher.carried is not carried and rec.orders.dispatch is None
+
+
+class CpuClock:
+    """``time.thread_time`` as the core sees it: each decision costs ``per_core`` s."""
+
+    def __init__(self, per_core: float) -> None:
+        self.per_core = per_core
+        self.now = 0.0
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        if self.reads % 2 == 0:  # the read after the decision
+            self.now += self.per_core
+        return self.now
+
+
+@pytest.mark.parametrize(("cost", "in_thread"), [(0.01, False), (THREAD_OVER_S, True)])
+async def test_the_core_decides_in_the_thread_only_once_cores_are_costly(
+        monkeypatch: pytest.MonkeyPatch, cost: float, in_thread: bool) -> None:
+    world, _ = one_queued()
+    monkeypatch.setattr(dispatcher_module.time, "thread_time", CpuClock(cost))
+    world.dispatcher.cycle()  # the first core: its cost decides where the next runs
+    assert world.dispatcher.core_s == pytest.approx(cost)
+    world.add(1)
+    threads: list[threading.Thread] = []
+    ordered = asyncio.Event()
+    decide, order = world.dispatcher.carried.decide, world.dispatcher._order
+
+    def seen(snapshot: Snapshot) -> CycleResult:
+        threads.append(threading.current_thread())
+        return decide(snapshot)
+
+    def orders(*args: Any, **kwargs: Any) -> CycleResult:
+        result = order(*args, **kwargs)
+        ordered.set()
+        return result
+
+    world.dispatcher.carried.decide = seen  # type: ignore[method-assign]
+    monkeypatch.setattr(world.dispatcher, "_order", orders)
+    task = asyncio.create_task(world.dispatcher.run(lambda: True))
+    try:
+        await asyncio.wait_for(ordered.wait(), WAIT_S)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert (threads[0] is not threading.main_thread()) is in_thread
+    assert all(r.live_dispatch() is not None for r in world.records())
+
+
+def test_one_cheap_core_after_costly_ones_keeps_the_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A carried cycle among full ones halves the cost remembered, not forgets it: the
+    next full one would otherwise hold the loop again."""
+    world, _ = one_queued()
+    clock = CpuClock(0.2)
+    monkeypatch.setattr(dispatcher_module.time, "thread_time", clock)
+    world.dispatcher.cycle()
+    clock.per_core = 0.001
+    costs = []
+    for _ in range(3):
+        world.dispatcher.cycle()
+        costs.append(world.dispatcher.core_s)
+    assert costs == pytest.approx([0.1, 0.05, 0.025])
+    assert costs[1] >= THREAD_OVER_S > costs[2]

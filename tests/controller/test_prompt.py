@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from mcad.config import RunConfig
 from mcad.controller import dispatcher as dispatcher_module
-from mcad.controller.dispatcher import PROMPT_EVERY_S, Dispatcher
+from mcad.controller.dispatcher import PROMPT_EVERY_S, THREAD_OVER_S, Dispatcher
 from mcad.controller.hub import HubCache
 from mcad.controller.state import ControllerState
 from mcad.controller.workqueue import WorkQueue
@@ -70,6 +70,7 @@ async def paced(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Paced]:
     monkeypatch.setattr(dispatcher_module, "time", CycleClock())
     dispatcher = Dispatcher(state=ControllerState(), config=RunConfig(),
                             queue=WorkQueue[AppWrapperKey]("appwrappers"))
+    dispatcher.core_s = THREAD_OVER_S  # costly cores: paced cycles take the thread
     out = Paced(dispatcher)
     monkeypatch.setattr(dispatcher, "step", out.step)
     monkeypatch.setattr(dispatcher, "cycle", out.cycle)
