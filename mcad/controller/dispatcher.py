@@ -69,12 +69,14 @@ a backlog drains, every pod bound is a reason for a cycle, and back-to-back cycl
 cycles take at most half of the controller's time."""
 THREAD_OVER_S = 0.05
 """Seconds of CPU a cycle's core may take on the event loop (``Dispatcher.core_s``);
-past it the next core decides in the thread (``step``). Why not always the thread: with
-1,000 queued a core takes 3-15 ms, and passing the interpreter between the thread and a
-loop that has work every millisecond cost more than it saved. In 1,000 smokes the drain
-went from 30-33/s (the loop) to 24-29/s (the thread), whole-machine CPU per AppWrapper
-from 62-68 to 68-83 ms (docs/benchmarks.md, "seventh stop"). With 10,000 queued a full
-core takes 80-270 ms, and on the loop every answer from the hub waited behind it."""
+past it the next core decides in the thread (``step``). What the thread buys is a loop
+not held by a long core: with 10,000 queued a full one takes 80-270 ms, and on the loop
+every answer from the hub waited behind it. Under 50 ms it buys nothing measurable (with
+1,000 queued a core takes 3-15 ms) and still costs the interpreter's hand-offs between
+the thread and a loop with work every millisecond, and orders dropped because their
+AppWrapper changed meanwhile. In 1,000 smokes the always-thread code drained at 24-29/s
+and the code before it at 29-33/s, but this machine's spread between smokes is as wide
+(this rule's: 24-31/s; docs/benchmarks.md, "seventh stop")."""
 PROMPT_EVERY_S = 1.0
 """At most one cycle in this many seconds is run at once for an AppWrapper that outranks
 everything the last cycle left waiting (``Dispatcher.trigger``)."""
