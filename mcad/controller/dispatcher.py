@@ -203,6 +203,12 @@ class Dispatcher:
     # -- the loop -----------------------------------------------------------------------
     async def run(self, ready: Callable[[], bool]) -> None:
         self._ready = ready
+        try:
+            await self._run(ready)
+        finally:
+            self._ready = None  # no cycle at an arrival while the task is down
+
+    async def _run(self, ready: Callable[[], bool]) -> None:
         self.trigger()  # a (re)started loop decides once: the event that woke it may be gone
         while True:
             await self.wanted.wait()

@@ -47,6 +47,8 @@ class Paced:
     on_loop: list[float] = field(default_factory=list)
     """When cycles ran on the loop (``Dispatcher.cycle``), not through the thread."""
     ran: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    """The dispatcher's task (``Dispatcher.run``)."""
 
     async def step(self) -> None:
         self.cycles.append(asyncio.get_running_loop().time())
@@ -74,7 +76,7 @@ async def paced(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Paced]:
     out = Paced(dispatcher)
     monkeypatch.setattr(dispatcher, "step", out.step)
     monkeypatch.setattr(dispatcher, "cycle", out.cycle)
-    task = asyncio.create_task(dispatcher.run(lambda: True))
+    task = out.task = asyncio.create_task(dispatcher.run(lambda: True))
     await out.next_cycle()  # the first, at start
     yield out
     task.cancel()
@@ -149,3 +151,17 @@ async def test_only_an_arrival_asks_to_cut_the_pacing_short() -> None:
     changed["metadata"].update(resourceVersion="2", labels={"seen": "yes"})
     cache._on_appwrapper("MODIFIED", changed)
     assert asked == [7, None]
+
+
+async def test_no_cycle_at_an_arrival_while_the_task_is_down(paced: Paced) -> None:
+    """A bug ended the dispatcher's task and the supervisor has not restarted it yet: an
+    arrival that outranks the queue asks for the cycle, and the restarted task runs it;
+    none runs in the callback, on a dispatcher no task is running."""
+    assert paced.task is not None
+    paced.task.cancel()
+    await asyncio.gather(paced.task, return_exceptions=True)
+    paced.dispatcher.top_pending = 0
+    before = len(paced.on_loop)
+    paced.dispatcher.trigger(priority=100)
+    assert len(paced.on_loop) == before
+    assert paced.dispatcher.prompt.is_set()
