@@ -7,7 +7,7 @@ it, or one only written meanwhile in ways the core does not read (mcad's finaliz
 status echo); one changed, deleted or recreated meanwhile gets no order, and the next
 cycle is asked for; a cycle cancelled while deciding leaves nothing carried. And the
 thread is taken only while cores are costly (``THREAD_OVER_S``): a cheap core decides on
-the loop, where the hops to a thread cost more than they saved.
+the loop, where the thread buys nothing measurable.
 """
 
 from __future__ import annotations
