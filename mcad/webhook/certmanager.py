@@ -243,8 +243,11 @@ class CertManager:
                 log.warning("the %s %s does not exist; apply the manifests (kubectl apply "
                             "-k manifests/)", ref.kind, NAME)
                 return
-            await verbs.create(self.hub, ref, make(self.registration, ca))
-            log.info("registered the %s %s at %s", ref.kind, NAME, self.registration.url)
+            made = make(self.registration, ca)
+            await verbs.create(self.hub, ref, made)
+            # The URL the API server will call, each configuration its own path.
+            log.info("registered the %s %s at %s", ref.kind, NAME,
+                     made["webhooks"][0]["clientConfig"].get("url"))
             return
         if self.registration.url:
             wanted = make(self.registration, ca)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import logging
 import ssl
 from pathlib import Path
 from typing import Any
@@ -146,14 +147,21 @@ def test_the_manifests_register_it_as_url_mode_does_at_the_processs_port() -> No
         {k: v for k, v in ours.items() if k != "clientConfig"}
 
 
-async def test_the_leader_registers_both_configurations_in_url_mode() -> None:
+async def test_the_leader_registers_both_configurations_in_url_mode(
+        caplog: pytest.LogCaptureFixture) -> None:
     hub = Hub(manifests_crd())
+    caplog.set_level(logging.INFO, logger="mcad.webhook.certmanager")
     await CertManager(hub=hub.transport.connection("hub"), namespace="mcad-system",
-                      registration=Registration(url="https://127.0.0.1:1")).ensure()
-    for kind in ("validating", "mutating"):
+                      registration=Registration(url="https://127.0.0.1:1/validate-appwrapper")
+                      ).ensure()
+    for kind, path in (("validating", "/validate-appwrapper"), ("mutating", MUTATE_PATH)):
         (made,) = hub.transport.sent(
             "POST", f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations")
         assert made.body["metadata"]["name"] == "mcad"
+        # The log names the URL the API server calls for this one, not the other's.
+        assert any(r.getMessage().startswith(f"registered the {kind.capitalize()}")
+                   and r.getMessage().endswith(f"at https://127.0.0.1:1{path}")
+                   for r in caplog.records)
 
 
 async def test_the_controllers_own_server_answers_it_too(
