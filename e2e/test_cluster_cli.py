@@ -161,7 +161,16 @@ async def test_list_shows_the_spokes_sorted_by_name(registration: Registration) 
     names = [line.split()[0] for line in lines[1:]]
     assert names == sorted(names)
     row = next(line.split() for line in lines[1:] if line.split()[0] == registration.name)
-    assert row[1:5] == ["-", "-", "-", "-"]  # no controller runs here: nothing is known yet
+    # Read after the list: a status only ever appears in this window, never goes away.
+    status = ((await registration.spoke()) or {}).get("status") or {}
+    if not status:  # nothing is known yet: every column says so
+        assert row[1:5] == ["-", "-", "-", "-"]
+    else:
+        # The test bed is shared: a controller another test left stopping (its local
+        # spoke is this hub too) can see a new SpokeCluster and write its status (a CI
+        # run on 2026-11-29 listed "False Syncing 0/0 0"). The list showed it, or showed
+        # the empty status it had before.
+        assert row[1] in ("-", "True", "False"), row
     assert row[5].endswith("s")
 
 
