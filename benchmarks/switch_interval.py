@@ -42,14 +42,15 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.bedtools import write_section  # noqa: E402
 from benchmarks.dispatch_cycle import build_snapshot  # noqa: E402
 from mcad.core.cycle.carried import CarriedCycle  # noqa: E402
 
 PAGE = b"# a metric line of about mcad's /metrics page\n" * 1300
 """About 60 kB, as mcad's /metrics with 3 clusters and a few quota nodes."""
 ASK_EVERY_S = 0.05
-DOCS = ROOT / "docs" / "benchmarks.md"
-SECTION = "## Switch interval (the event loop beside the deciding thread)"
+SECTION = "Switch interval (the event loop beside the deciding thread)"
+"""Its heading in docs/benchmarks.md (``bedtools.write_section`` replaces it)."""
 
 
 def say(text: str) -> None:
@@ -129,7 +130,7 @@ async def measure(interval: float, seconds: float, queued: int, busy: int) -> di
 
 
 def render(rows: list[dict[str, float]], args: argparse.Namespace) -> str:
-    lines = [SECTION, "",
+    lines = [f"## {SECTION}", "",
              f"Measured on {date.today()} by `python benchmarks/switch_interval.py --interval "
              f"{args.interval} --queued "
              f"{args.queued} --seconds {args.seconds:.0f} --busy {args.busy}` "
@@ -146,19 +147,6 @@ def render(rows: list[dict[str, float]], args: argparse.Namespace) -> str:
                      f"| {r['p90_ms']:.1f} ms | {r['p99_ms']:.1f} ms | {r['max_ms']:.1f} ms "
                      f"| {r['cycles']:.0f} |")
     return "\n".join(lines) + "\n"
-
-
-def write(section: str) -> None:
-    text = DOCS.read_text()
-    if SECTION in text:
-        start = text.index(SECTION)
-        rest = text[start + len(SECTION):]
-        nxt = rest.find("\n## ")
-        end = start + len(SECTION) + (nxt + 1 if nxt >= 0 else len(rest))
-        text = text[:start] + section + ("\n" if nxt >= 0 else "") + text[end:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text)
 
 
 def main() -> None:
@@ -182,8 +170,8 @@ def main() -> None:
     section = render(rows, args)
     print(section)
     if not args.no_write:
-        write(section)
-        say(f"wrote {DOCS.relative_to(ROOT)}")
+        write_section(SECTION, section)
+        say("wrote docs/benchmarks.md")
 
 
 if __name__ == "__main__":
