@@ -1,0 +1,80 @@
+"""The few queued AppWrappers that outrank all the others, decided ahead of the queue.
+
+Why: a priority job that arrives behind a backlog of 10,000 is the first a full cycle
+decides, yet it waited for one: ~400 ms of a cycle over everyone (and, while the core
+decided in its thread, the rest of the one under way). The scale benchmark's probe took
+1.0 s median from its creation to its dispatch being seen on the hub. Deciding it alone
+takes a few milliseconds: the books are the running work's, and nobody is decided
+before it.
+
+When it is exact, stated once. A full cycle (``mcad.core.cycle.decide.run_cycle``)
+decides the queued AppWrappers in ``FairOrder``. Without quota trees that is plain
+priority order (those that cannot be charged come first, and hold nothing), and when no
+priority grows with time (``priority_slope``) the queued of the highest priority are
+decided before every other: the *ahead*. What the cycle holds when it reaches them is
+the running work's (phase 1), and nothing of the others': a backfill promise to a head
+outside them is noted, but only that head reads the note. So the cycle cut to the
+running work and the ahead decides them as the full cycle does, each in turn, and those
+it dispatches (``decide_ahead``) are the full cycle's dispatches. What it does after
+them (growth into room left, phase 4) is not theirs, and is not taken; nor is anything
+when it evicts (a preemption, or a suspended AppWrapper taken back): the full cycle
+decides that, as it always did. With quota trees the order is not told without the
+whole queue (within quota first, then fair shares), and nothing is decided ahead.
+
+``tests/core/test_ahead.py`` holds it to the full cycle over random histories.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mcad.core.cycle.decide import dispatch_cycle
+from mcad.core.cycle.snapshot import Admitted, AppWrapperEntry, CycleResult, Snapshot
+
+AHEAD_MOST = 8
+"""At most this many are decided ahead: a crowd of equals at the top is the queue
+itself, and the full cycle decides it."""
+
+
+def ahead_of_queue(snapshot: Snapshot, most: int = AHEAD_MOST) -> Snapshot | None:
+    """``snapshot`` cut to its running work and the queued AppWrappers a full cycle
+    decides before all the others; None when that cannot be told without the full order
+    (quota trees, a priority that grows with time), when no other waits behind them
+    (the full cycle is then as short), or when they are more than ``most``."""
+    if snapshot.quota.trees():
+        return None
+    admitted: list[AppWrapperEntry] = []
+    top: list[AppWrapperEntry] = []
+    best: int | None = None
+    behind = False
+    for entry in snapshot.appwrappers:
+        if isinstance(entry.phase, Admitted):
+            admitted.append(entry)
+            continue
+        if entry.priority_slope:
+            return None
+        priority = entry.priority
+        if best is None or priority > best:
+            behind = behind or best is not None
+            best, top = priority, [entry]
+        elif priority == best:
+            top.append(entry)
+        else:
+            behind = True
+    if not top or not behind or len(top) > most:
+        return None
+    return replace(snapshot, appwrappers=(*admitted, *top))
+
+
+def decide_ahead(snapshot: Snapshot, most: int = AHEAD_MOST) -> CycleResult | None:
+    """The dispatches a full cycle of ``snapshot`` makes first, of the AppWrappers that
+    outrank the queue (``ahead_of_queue``); None when there is none to take: they cannot
+    be told apart, none is dispatched, or the cut cycle evicts (which the full cycle
+    decides). Nothing but dispatches is in the result."""
+    cut = ahead_of_queue(snapshot, most)
+    if cut is None:
+        return None
+    result = dispatch_cycle(cut)
+    if result.evictions or not result.dispatches:
+        return None
+    return CycleResult(dispatches=result.dispatches, pending=(), evictions=())
