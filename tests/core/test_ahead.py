@@ -27,14 +27,15 @@ from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, demand_of, make_entry, make_snapshot
 from tests.core.histories import bind, complete, finish, persist, renode
 from tests.core.test_carried import applied, arrivals, bound_on, with_promises
-from tests.core.test_cycle_properties import NAMESPACES, snapshots
+from tests.core.test_cycle_properties import NAMESPACES, TREE, snapshots
 
 NO_TREES, _ = QuotaForest.build([])
 
 
 @st.composite
 def urgent(draw: st.DrawFn, first: int) -> list[AppWrapperEntry]:
-    """One to three arrivals of priority 3 (the queue's top: tied), 5 or 9."""
+    """One to three arrivals of priority 3 (the queue's top: tied), 5 or 9, each of a
+    quota node of the random snapshots' tree (or of none it knows)."""
     out = []
     for i in range(draw(st.integers(1, 3))):
         n = first + i
@@ -43,6 +44,7 @@ def urgent(draw: st.DrawFn, first: int) -> list[AppWrapperEntry]:
             priority=draw(st.sampled_from([3, 5, 9])), created=at(draw(st.integers(0, 3000))),
             demand=demand_of(pod_set(draw(st.integers(1, 3)), gpu=draw(st.integers(0, 4)),
                                      cpu=draw(st.integers(1, 4)))),
+            quota_labels={TREE: draw(st.sampled_from(["a", "b", "default", "nowhere"]))},
             phase=QUEUED))
     return out
 
@@ -68,7 +70,21 @@ def check(snapshot: Snapshot) -> None:
 @given(snapshots(), st.data())
 def test_what_is_decided_ahead_is_what_the_full_cycle_decides_first(
         case: tuple[Snapshot, object], data: st.DataObject) -> None:
-    snapshot = with_promises(dataclasses.replace(case[0], quota=NO_TREES), data)
+    """Without quota trees: the order is plain."""
+    run(dataclasses.replace(case[0], quota=NO_TREES), data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots(), st.data())
+def test_what_is_decided_ahead_with_quota_trees_is_what_the_full_cycle_decides_first(
+        case: tuple[Snapshot, object], data: st.DataObject) -> None:
+    """With a quota tree, fair sharing on or off (the snapshots draw it)."""
+    run(case[0], data)
+
+
+def run(snapshot: Snapshot, data: st.DataObject) -> None:
+    """Six cycles as the controller runs them, urgent arrivals before each."""
+    snapshot = with_promises(snapshot, data)
     arrived = 0
     for _step in range(6):
         new = data.draw(urgent(arrived))
@@ -117,10 +133,40 @@ def test_one_that_outranks_the_queue_is_dispatched_ahead_as_the_full_cycle_would
     assert ahead.dispatches == dispatch_cycle(snapshot).dispatches
 
 
-def test_nothing_is_decided_ahead_with_quota_trees() -> None:
-    snapshot = spoke_with_a_queue(("probe", 100)).quota(
-        make_tree("quota_context").node("root", gpu=64).build()).obj()
-    assert ahead_of_queue(snapshot) is None
+def test_one_within_its_quota_node_is_decided_ahead_with_quota_trees() -> None:
+    tree = make_tree("quota_context").node("root", gpu=64).child("team", parent="root", gpu=8)
+    snapshot = spoke_with_a_queue(("probe", 100)).quota(tree.build()).obj()
+    labelled = tuple(dataclasses.replace(e, quota_labels={"quota_context": "team"})
+                     if e.key == "default/probe" else e for e in snapshot.appwrappers)
+    snapshot = dataclasses.replace(snapshot, appwrappers=labelled)
+    ahead = decide_ahead(snapshot)
+    assert ahead is not None
+    assert ahead.dispatches == dispatch_cycle(snapshot).dispatches
+
+
+def test_one_that_would_borrow_is_not_decided_ahead_with_fair_sharing() -> None:
+    """It goes after every other team's head that fits within its own quota."""
+    tree = make_tree("quota_context").node("root", gpu=64).child("team", parent="root", gpu=2)
+    snapshot = spoke_with_a_queue(("probe", 100)).quota(tree.build()).obj()
+    labelled = tuple(dataclasses.replace(e, quota_labels={"quota_context": "team"})
+                     if e.key == "default/probe" else e for e in snapshot.appwrappers)
+    snapshot = dataclasses.replace(snapshot, appwrappers=labelled)
+    assert ahead_of_queue(snapshot) is not None
+    assert decide_ahead(snapshot) is None
+    plain = dataclasses.replace(snapshot, policy=dataclasses.replace(
+        snapshot.policy, fair_sharing=False))
+    ahead = decide_ahead(plain)  # in plain order it goes first, borrowing or not
+    assert ahead is not None
+    assert ahead.dispatches == dispatch_cycle(plain).dispatches
+
+
+def test_two_at_the_top_are_not_told_apart_with_quota_trees_and_fair_sharing() -> None:
+    tree = make_tree("quota_context").node("root", gpu=64)
+    two = spoke_with_a_queue(("probe-1", 100), ("probe-2", 100)).quota(tree.build()).obj()
+    assert ahead_of_queue(two) is None
+    plain = dataclasses.replace(two, policy=dataclasses.replace(two.policy,
+                                                                fair_sharing=False))
+    assert ahead_of_queue(plain) is not None
 
 
 def test_nothing_is_decided_ahead_when_a_priority_grows_with_time() -> None:

@@ -8,18 +8,23 @@ takes a few milliseconds: the books are the running work's, and nobody is decide
 before it.
 
 When it is exact, stated once. A full cycle (``mcad.core.cycle.decide.run_cycle``)
-decides the queued AppWrappers in ``FairOrder``. Without quota trees that is plain
-priority order (those that cannot be charged come first, and hold nothing), and when no
-priority grows with time (``priority_slope``) the queued of the highest priority are
-decided before every other: the *ahead*. What the cycle holds when it reaches them is
-the running work's (phase 1), and nothing of the others': a backfill promise to a head
-outside them is noted, but only that head reads the note. So the cycle cut to the
-running work and the ahead decides them as the full cycle does, each in turn, and those
-it dispatches (``decide_ahead``) are the full cycle's dispatches. What it does after
-them (growth into room left, phase 4) is not theirs, and is not taken; nor is anything
-when it evicts (a preemption, or a suspended AppWrapper taken back): the full cycle
-decides that, as it always did. With quota trees the order is not told without the
-whole queue (within quota first, then fair shares), and nothing is decided ahead.
+decides the queued AppWrappers in ``FairOrder``; those that cannot be charged (no
+demand, an unknown quota node) come first, and hold nothing. When no priority grows with
+time (``priority_slope``), the queued of the highest priority, the *ahead*, are decided
+before every other:
+- in plain priority order: without quota trees, or with fair sharing off;
+- with quota trees and fair sharing, when the ahead is one AppWrapper that fits within
+  its own quota node as the cycle starts (the running work charged): heads that fit so
+  go first, the highest priority first. Two or more could not be told: the first one's
+  charge may push the second past its quota, and then another team's head goes before
+  it. One that would borrow goes after every head that fits: not told either.
+What the cycle holds when it reaches the ahead is the running work's (phase 1), and
+nothing of the others': a backfill promise to a head outside them is noted, but only
+that head reads the note. So the cycle cut to the running work and the ahead decides
+them as the full cycle does, each in turn, and those it dispatches (``decide_ahead``)
+are the full cycle's dispatches. What it does after them (growth into room left, phase
+4) is not theirs, and is not taken; nor is anything when it evicts (a preemption, or a
+suspended AppWrapper taken back): the full cycle decides that, as it always did.
 
 ``tests/core/test_ahead.py`` holds it to the full cycle over random histories.
 """
@@ -28,21 +33,25 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mcad.core.cycle.decide import dispatch_cycle
+from mcad.core.cycle.books import CycleBooks
+from mcad.core.cycle.decide import Outcome, dispatch_cycle, run_cycle
 from mcad.core.cycle.snapshot import Admitted, AppWrapperEntry, CycleResult, Snapshot
+from mcad.core.quota.forest import QuotaAssignment, QuotaProblem
 
 AHEAD_MOST = 8
-"""At most this many are decided ahead: a crowd of equals at the top is the queue
-itself, and the full cycle decides it."""
+"""At most this many are decided ahead in plain order: a crowd of equals at the top is
+the queue itself, and the full cycle decides it."""
 
 
 def ahead_of_queue(snapshot: Snapshot, most: int = AHEAD_MOST) -> Snapshot | None:
     """``snapshot`` cut to its running work and the queued AppWrappers a full cycle
-    decides before all the others; None when that cannot be told without the full order
-    (quota trees, a priority that grows with time), when no other waits behind them
+    decides before all the others, when the order is plain; with quota trees and fair
+    sharing, the one AppWrapper that may be (``decide_ahead`` checks its quota). None
+    when that cannot be told without the full order (a priority that grows with time;
+    with quota trees and fair sharing, two or more), when no other waits behind them
     (the full cycle is then as short), or when they are more than ``most``."""
-    if snapshot.quota.trees():
-        return None
+    if not plain(snapshot):
+        most = 1
     admitted: list[AppWrapperEntry] = []
     top: list[AppWrapperEntry] = []
     best: int | None = None
@@ -74,7 +83,39 @@ def decide_ahead(snapshot: Snapshot, most: int = AHEAD_MOST) -> CycleResult | No
     cut = ahead_of_queue(snapshot, most)
     if cut is None:
         return None
-    result = dispatch_cycle(cut)
+    if plain(snapshot):
+        result = dispatch_cycle(cut)
+    else:
+        (first,) = (e for e in cut.appwrappers if not isinstance(e.phase, Admitted))
+        within = _WithinQuota(first)
+        result = run_cycle(cut, trace=within)[1]
+        if not within.first:
+            return None
     if result.evictions or not result.dispatches:
         return None
     return CycleResult(dispatches=result.dispatches, pending=(), evictions=())
+
+
+def plain(snapshot: Snapshot) -> bool:
+    """Whether the cycle's order is plain priority order (``FairOrder.plain``, for any
+    queue)."""
+    return not snapshot.policy.fair_sharing or not snapshot.quota.trees()
+
+
+class _WithinQuota:
+    """Tells whether ``entry`` goes first in a fair order: as the cycle starts, it fits
+    within its own quota node, or it cannot be charged at all (so it holds nothing)."""
+
+    def __init__(self, entry: AppWrapperEntry) -> None:
+        self.entry = entry
+        self.first = False
+
+    def started(self, books: CycleBooks) -> None:
+        demand = self.entry.demand
+        assignment = books.assignment(self.entry.quota_labels)
+        self.first = demand is None or isinstance(assignment, QuotaProblem) or \
+            books.quota.within_own_quota(assignment, demand.total)
+
+    def decided(self, entry: AppWrapperEntry, assignment: QuotaAssignment | None,
+                outcome: Outcome) -> None:
+        pass
