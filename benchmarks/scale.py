@@ -63,6 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -741,11 +742,25 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
             await asyncio.sleep(PROBE_EVERY_S)
 
     last_report = time.monotonic()
+    answers: list[float] = []  # seconds mcad's /metrics took, read once a second
+    unanswered: list[float] = []  # seconds since ready when it did not answer in 5 s
 
     async def drained() -> bool:
         nonlocal done, last_report
-        done = int(sample_value(await asyncio.to_thread(mcad.metrics),
-                                "mcad_dispatches_total"))
+        asked = time.monotonic()
+        try:
+            text = await asyncio.to_thread(mcad.metrics)
+        except (TimeoutError, urllib.error.URLError) as err:
+            # A stall of mcad's loop: counted and published, the threads dumped (the
+            # first few), and the drain followed on; three 10,000 runs ended here.
+            unanswered.append(asked - ready)
+            say(f"mcad: /metrics unanswered within 5 s ({err}), "
+                f"{asked - ready:.0f}s since ready")
+            if len(unanswered) <= STALL_DUMPS:
+                await asyncio.to_thread(dump_threads, mcad.proc.pid, len(unanswered))
+            return False
+        answers.append(time.monotonic() - asked)
+        done = int(sample_value(text, "mcad_dispatches_total"))
         if time.monotonic() - last_report > 15:
             rss = samples.rss_mb[-1][1] if samples.rss_mb else 0
             say(f"mcad: {done} dispatched (probes included) of {count} queued, "
@@ -818,6 +833,11 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "drain_conversions": int(conversions[-1][1]) if conversions else 0,
         "drain_conversion_p50_ms": 1000 * quantile(conversions, 0.5),
         "drain_conversion_p99_ms": 1000 * quantile(conversions, 0.99),
+        "metrics_answer_p50_s": quantile_of(answers, 0.5),
+        "metrics_answer_p99_s": quantile_of(answers, 0.99),
+        "metrics_answer_max_s": max(answers, default=float("nan")),
+        "metrics_unanswered": len(unanswered),
+        "metrics_unanswered_at_s": unanswered,
         "lease_losses": int(sample_value(metrics_text, "mcad_leadership_lost_total")),
         "lease_renewal_p99_s": quantile(renewals, 0.99),
         "lease_renewal_max_bucket_s": highest_bucket(renewals),
@@ -858,6 +878,33 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
 
 PROFILE_S = 60
 PROFILE_RAW = Path("/tmp/scale-mcad-profile.txt")
+STALL_DUMPS = 3
+"""When mcad's /metrics goes unanswered, its threads are dumped (the first this many
+times) to ``/tmp/scale-stall-N.txt``: what its loop waited on."""
+
+
+def quantile_of(values: list[float], q: float) -> float:
+    """The ``q`` quantile of plain samples (nearest rank; nan when none)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def dump_threads(pid: int, n: int) -> None:
+    """py-spy's dump of every thread of ``pid`` (with native frames: a C call holding
+    the interpreter shows), into ``/tmp/scale-stall-<n>.txt``."""
+    spy = py_spy()
+    if spy is None:
+        return
+    out = Path(f"/tmp/scale-stall-{n}.txt")
+    try:
+        done = subprocess.run([str(spy), "dump", "--pid", str(pid), "--native"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return
+    out.write_text(done.stdout + done.stderr)
+    say(f"mcad's threads at the stall: {out}")
 
 
 def start_profile(pid: int, seconds: int) -> subprocess.Popen[bytes] | None:
@@ -961,6 +1008,7 @@ def plot(f: dict[str, Any], path: Path) -> None:
 
 
 def render(f: dict[str, Any], nodes: int) -> str:
+    nan = float("nan")
     roof, bracketed = f["ceiling_per_s"], f["ceiling_bracket_per_s"]
     return "\n".join([
         "## Scale (3 spokes x 1,000 nodes, 10,000 AppWrappers)", "",
@@ -981,6 +1029,11 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"spoke ({f['probes']} probes, one every {PROBE_EVERY_S:.0f} s) | median "
         f"{f['probe_wait_p50_s']:.2f} s, max {f['probe_wait_max_s']:.2f} s | median <= "
         "0.5 s |",
+        f"| mcad's /metrics, read once a second by this script while draining: answered "
+        f"in; unanswered within 5 s | p50 {f.get('metrics_answer_p50_s', nan):.2f} s, p99 "
+        f"{f.get('metrics_answer_p99_s', nan):.2f} s, max "
+        f"{f.get('metrics_answer_max_s', nan):.2f} s; {f.get('metrics_unanswered', 0)} "
+        "times | |",
         f"| terms lost (`mcad_leadership_lost_total`); Lease renewal delay | "
         f"{f['lease_losses']}; p99 {f['lease_renewal_p99_s']:.3f} s, highest bucket "
         f"{f['lease_renewal_max_bucket_s']:g} s | 0 |",
