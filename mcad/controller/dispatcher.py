@@ -55,7 +55,14 @@ from mcad.controller.workqueue import WorkQueue
 from mcad.core.cycle.ahead import decide_ahead
 from mcad.core.cycle.backfill import BackfillRule
 from mcad.core.cycle.carried import CarriedCycle
-from mcad.core.cycle.decide import AppWrapperEntry, CycleResult, Dispatch, Pending, Snapshot
+from mcad.core.cycle.decide import (
+    AppWrapperEntry,
+    CycleResult,
+    Dispatch,
+    Pending,
+    Snapshot,
+    idle,
+)
 from mcad.core.placement.capacity import AppWrapperKey, ClusterCapacity, NodeName, UnboundPods
 from mcad.core.workload.demand import Demand, PodSet
 from mcad.core.workload.resources import ResourceList
@@ -81,6 +88,10 @@ and the code before it at 29-33/s, but this machine's spread between smokes is a
 PROMPT_EVERY_S = 1.0
 """At most one cycle in this many seconds is run at once for an AppWrapper that outranks
 everything the last cycle left waiting (``Dispatcher.trigger``)."""
+
+
+_IDLE = CycleResult(dispatches=(), pending=(), evictions=(), resizes=())
+"""The result of a cycle with nothing to decide (``idle``)."""
 
 
 class _Decision(Protocol):
@@ -372,9 +383,16 @@ class Dispatcher:
         return self._order(snapshot, self._decide(snapshot), started, checked=False)
 
     def _decide(self, snapshot: Snapshot) -> CycleResult:
-        """The core's decision, its CPU time kept in ``core_s`` (in whichever thread)."""
+        """The core's decision, its CPU time kept in ``core_s`` (in whichever thread).
+        Empty when the snapshot has nothing to decide (``idle``: nothing queued, no
+        running work to take back or grow), without the core; the carried
+        cycle starts afresh after it (it carries from the last cycle it decided)."""
         cpu = time.thread_time()
-        result = self.carried.decide(snapshot)
+        if idle(snapshot):
+            self.carried = CarriedCycle()
+            result = _IDLE
+        else:
+            result = self.carried.decide(snapshot)
         self.core_s = max(time.thread_time() - cpu, self.core_s / 2)
         return result
 

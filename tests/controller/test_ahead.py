@@ -73,3 +73,24 @@ async def test_a_core_deciding_meanwhile_has_its_dispatches_dropped() -> None:
     assert world.dispatcher.wanted.is_set()
     after = world.dispatcher.cycle()  # decided again, with the probe's pods counted
     assert sorted(d.key for d in after.dispatches) == sorted(rec.key for rec in others)
+
+
+async def test_a_cycle_with_nothing_queued_runs_no_core() -> None:
+    """Every AppWrapper dispatched (assumed, then persisted): the cycles their echoes ask
+    for decide nothing, and the core is not asked (``idle``)."""
+    world = World()
+    world.add(1)
+    world.add(1)
+    first = world.dispatcher.cycle()
+    assert len(first.dispatches) == 2
+    for rec in world.records():
+        world.persist(rec)
+
+    def core(_snapshot: object) -> object:
+        raise AssertionError("the core decided an idle cycle")
+
+    world.dispatcher.carried.decide = core  # type: ignore[assignment, method-assign]
+    result = world.dispatcher.cycle()
+    assert (result.dispatches, result.pending, result.evictions, result.resizes) == \
+        ((), (), (), ())
+    assert world.dispatcher.top_pending is None

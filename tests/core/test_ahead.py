@@ -177,8 +177,10 @@ def test_nothing_is_decided_ahead_when_a_priority_grows_with_time() -> None:
 
 
 def test_nothing_is_decided_ahead_of_no_queue_or_of_a_crowd() -> None:
+    tree = make_tree("quota_context").node("root", gpu=64)
     alone = (make_snapshot(now=at(600)).clusters(make_cluster("spoke-1").nodes(2, gpu=8))
-             .add(make_entry("probe").priority(100).job(gpu=4)).obj())
+             .add(make_entry("running").job(gpu=8).admitted("spoke-1"),
+                  make_entry("probe").priority(100).job(gpu=4)).quota(tree.build()).obj())
     assert ahead_of_queue(alone) is None  # nobody behind: the full cycle is as short
     crowd = spoke_with_a_queue(*((f"probe-{i}", 100) for i in range(9))).obj()
     assert ahead_of_queue(crowd) is None
@@ -211,15 +213,34 @@ def test_a_probe_that_does_not_fit_is_left_to_the_full_cycle() -> None:
     assert decide_ahead(dataclasses.replace(snapshot, appwrappers=big)) is None
 
 
+def test_one_alone_without_quota_trees_is_decided_without_the_running_work() -> None:
+    """10,000 running made the cut as long as the full cycle; nothing of them is read."""
+    snapshot = spoke_with_a_queue(("probe", 100)).obj()
+    cut = ahead_of_queue(snapshot)
+    assert cut is not None
+    assert [e.key for e in cut.appwrappers] == ["default/probe"]
+    alone = (make_snapshot(now=at(600)).clusters(make_cluster("spoke-1").nodes(2, gpu=8))
+             .add(make_entry("running").job(gpu=8).admitted("spoke-1"),
+                  make_entry("probe").priority(100).job(gpu=4)).obj())
+    ahead = decide_ahead(alone)  # (nobody behind it: as cheap)
+    assert ahead is not None
+    assert ahead.dispatches == dispatch_cycle(alone).dispatches
+
+
 def test_nothing_is_decided_ahead_while_the_cycle_takes_a_suspended_one_back() -> None:
-    """The eviction is the full cycle's to order, and with it the probe's dispatch: the
-    cut takes dispatches alone, and only when it orders nothing else."""
+    """With the running work in the cut (quota trees), the eviction is the full
+    cycle's to order, and with it the probe's dispatch: the cut takes dispatches alone,
+    and only when it orders nothing else. (Without quota trees, the cut leaves the
+    running work out, and the eviction to the full cycle.)"""
     spoke = bound_on(make_cluster("spoke-1").nodes(2, gpu=8).obj(), "default/running", 0,
                      gpu=8)
     snapshot = (make_snapshot(now=at(600)).clusters(spoke)
-                .add(make_entry("running").job(gpu=8).admitted("spoke-1"),
-                     make_entry("queued").job(pods=2, gpu=8),
-                     make_entry("probe").priority(100).job(gpu=8).created(at(500)))
+                .add(make_entry("running").job(gpu=8).admitted("spoke-1")
+                     .labels(quota_context="root"),
+                     make_entry("queued").job(pods=2, gpu=8).labels(quota_context="root"),
+                     make_entry("probe").priority(100).job(gpu=8).created(at(500))
+                     .labels(quota_context="root"))
+                .quota(make_tree("quota_context").node("root", gpu=64).build())
                 .obj())
     suspended = tuple(dataclasses.replace(e, hold=Hold(PendingReason.SUSPENDED, "suspended"))
                       if e.key == "default/running" else e for e in snapshot.appwrappers)
@@ -228,3 +249,7 @@ def test_nothing_is_decided_ahead_while_the_cycle_takes_a_suspended_one_back() -
     assert [e.key for e in full.evictions] == ["default/running"]
     assert [d.key for d in full.dispatches] == ["default/probe"]
     assert decide_ahead(snapshot) is None
+    without_trees = dataclasses.replace(snapshot, quota=NO_TREES)
+    ahead = decide_ahead(without_trees)
+    assert ahead is not None
+    assert ahead.dispatches == dispatch_cycle(without_trees).dispatches

@@ -46,10 +46,12 @@ the queue itself, and the full cycle decides it."""
 def ahead_of_queue(snapshot: Snapshot, most: int = AHEAD_MOST) -> Snapshot | None:
     """``snapshot`` cut to its running work and the queued AppWrappers a full cycle
     decides before all the others, when the order is plain; with quota trees and fair
-    sharing, the one AppWrapper that may be (``decide_ahead`` checks its quota). None
-    when that cannot be told without the full order (a priority that grows with time;
-    with quota trees and fair sharing, two or more), when no other waits behind them
-    (the full cycle is then as short), or when they are more than ``most``."""
+    sharing, the one AppWrapper that may be (``decide_ahead`` checks its quota). One
+    alone without quota trees is cut from the running work too. None when that cannot
+    be told without the full order (a priority that grows with time; with quota trees
+    and fair sharing, two or more), when the running work is kept and no other waits
+    behind them (the full cycle is then as short), or when they are more than
+    ``most``."""
     if not plain(snapshot):
         most = 1
     admitted: list[AppWrapperEntry] = []
@@ -70,7 +72,15 @@ def ahead_of_queue(snapshot: Snapshot, most: int = AHEAD_MOST) -> Snapshot | Non
             top.append(entry)
         else:
             behind = True
-    if not top or not behind or len(top) > most:
+    if not top or len(top) > most:
+        return None
+    if len(top) == 1 and not snapshot.quota.trees():
+        # Alone, without quota: the running work holds nothing its dispatch reads (its
+        # pods' room is in the clusters); it is read only to preempt, or to promise it
+        # a start, which the cut leaves to the full cycle. Read, 10,000 running would
+        # make the cut as long as the full cycle.
+        return replace(snapshot, appwrappers=(top[0],))
+    if not behind:
         return None
     return replace(snapshot, appwrappers=(*admitted, *top))
 
