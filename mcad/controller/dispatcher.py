@@ -75,6 +75,12 @@ PACING = 1.0
 a backlog drains, every pod bound is a reason for a cycle, and back-to-back cycles over
 10,000 AppWrappers would leave the reconcilers (which do the writes) no CPU. At 1.0
 cycles take at most half of the controller's time."""
+IDLE_PACING_S = 0.25
+"""After a cycle with nothing to decide (``idle``), the next starts no sooner than this:
+such a cycle costs the snapshot alone (tens of milliseconds over 10,000 records), so
+``PACING`` would let the echoes of a backlog's writes run them back to back on the loop.
+An arrival that outranks the queue (every arrival, when nothing waits) still cuts it
+short (``trigger``)."""
 THREAD_OVER_S = 0.05
 """Seconds of CPU a cycle's core may take on the event loop (``Dispatcher.core_s``);
 past it the next core decides in the thread (``step``). What the thread buys is a loop
@@ -156,6 +162,8 @@ class Dispatcher:
         none waits)."""
         self.last_duration = 0.0
         """Seconds the last cycle took (capped at 1), for pacing."""
+        self.was_idle = False
+        """Whether the last cycle had nothing to decide (``idle``), for pacing."""
         self.core_s = 0.0
         """CPU seconds the recent cores took: the last one's, or half the one before if
         that was more (so one cheap carried cycle among full ones does not bring the
@@ -241,8 +249,10 @@ class Dispatcher:
                 await asyncio.sleep(DEBOUNCE_S)
             if not self.prompt.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.prompt.wait(),
-                                           max(0.0, PACING * self.last_duration - DEBOUNCE_S))
+                    pace = PACING * self.last_duration
+                    if self.was_idle:
+                        pace = max(pace, IDLE_PACING_S)
+                    await asyncio.wait_for(self.prompt.wait(), max(0.0, pace - DEBOUNCE_S))
             prompt = self.prompt.is_set()
             self.wanted.clear()
             self.prompt.clear()
@@ -388,7 +398,8 @@ class Dispatcher:
         running work to take back or grow), without the core; the carried
         cycle starts afresh after it (it carries from the last cycle it decided)."""
         cpu = time.thread_time()
-        if idle(snapshot):
+        self.was_idle = idle(snapshot)
+        if self.was_idle:
             self.carried = CarriedCycle()
             result = _IDLE
         else:

@@ -165,3 +165,21 @@ async def test_no_cycle_at_an_arrival_while_the_task_is_down(paced: Paced) -> No
     paced.dispatcher.trigger(priority=100)
     assert len(paced.on_loop) == before
     assert paced.dispatcher.prompt.is_set()
+
+
+async def test_after_a_cycle_with_nothing_to_decide_the_next_waits_the_idle_pacing(
+        paced: Paced, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Such a cycle is short, and the echoes of a backlog's writes would run them back to
+    back; an arrival that outranks the queue still cuts the wait short."""
+    monkeypatch.setattr(dispatcher_module, "IDLE_PACING_S", 2.0)
+    paced.dispatcher.was_idle = True
+    paced.dispatcher.trigger()
+    assert await paced.next_cycle() == pytest.approx(2.0, abs=0.01)
+    paced.dispatcher.was_idle = True
+    paced.dispatcher.trigger()
+    await asyncio.sleep(0.1)
+    paced.dispatcher.top_pending = 0
+    paced.dispatcher._stepping = True  # (so the prompt is the loop's, not the callback's)
+    paced.dispatcher.trigger(priority=100)
+    paced.dispatcher._stepping = False
+    assert await paced.next_cycle() == 0.0
