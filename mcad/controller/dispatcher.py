@@ -309,9 +309,10 @@ class Dispatcher:
     def ahead(self) -> bool:
         """Dispatch now, on the loop, the few AppWrappers that outrank the whole queue,
         when which they are can be told without the full order and the full cycle would
-        dispatch them first (``mcad.core.cycle.ahead``, which decides them on the
-        running work's books alone: a few milliseconds, where a full cycle over 10,000
-        queued takes ~400). Whether any was dispatched.
+        dispatch them first (``mcad.core.cycle.ahead``, which decides them on a cycle cut
+        to them, and to the running work only where quota trees need it: a few
+        milliseconds, where a full cycle over 10,000 takes hundreds). Whether any was
+        dispatched.
 
         While the core decides in the thread, its decisions are then dropped
         (``_overtaken``); the snapshot it ran on was taken before these arrived. The
