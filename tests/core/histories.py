@@ -176,3 +176,19 @@ def renode(snapshot: Snapshot, data: st.DataObject) -> Snapshot:
         else:
             del nodes[n]
     return _with_cluster(snapshot, index, dataclasses.replace(cluster, nodes=tuple(nodes)))
+
+
+def on_the_clusters(snapshot: Snapshot, data: st.DataObject) -> Snapshot:
+    """One stretch between two cycles: up to three pods bind, and now and then a bound
+    pod ends, a dispatch is persisted, running work completes, or nodes change."""
+    for _pods in range(data.draw(st.integers(0, 3))):
+        snapshot = bind(snapshot, data)
+    if data.draw(st.integers(0, 2)) == 0:
+        snapshot = finish(snapshot, data)
+    if data.draw(st.integers(0, 3)) == 0:
+        snapshot = persist(snapshot, data)
+    if data.draw(st.integers(0, 7)) == 0:
+        snapshot = complete(snapshot, data)
+    if data.draw(st.integers(0, 7)) == 0:
+        snapshot = renode(snapshot, data)
+    return snapshot

@@ -25,7 +25,7 @@ from mcad.core.quota.forest import QuotaForest
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, demand_of, make_entry, make_snapshot
-from tests.core.histories import bind, complete, finish, persist, renode
+from tests.core.histories import on_the_clusters
 from tests.core.test_carried import applied, arrivals, bound_on, with_promises
 from tests.core.test_cycle_properties import NAMESPACES, TREE, snapshots
 
@@ -97,16 +97,7 @@ def run(snapshot: Snapshot, data: st.DataObject) -> None:
                                          max_size=2)) if queued else [])
         others = data.draw(arrivals(1000 + arrived))
         arrived += len(others)
-        for _pods in range(data.draw(st.integers(0, 3))):
-            snapshot = bind(snapshot, data)
-        if data.draw(st.integers(0, 2)) == 0:
-            snapshot = finish(snapshot, data)
-        if data.draw(st.integers(0, 3)) == 0:
-            snapshot = persist(snapshot, data)
-        if data.draw(st.integers(0, 5)) == 0:
-            snapshot = complete(snapshot, data)
-        if data.draw(st.integers(0, 7)) == 0:
-            snapshot = renode(snapshot, data)
+        snapshot = on_the_clusters(snapshot, data)
         snapshot = dataclasses.replace(
             snapshot, now=snapshot.now + timedelta(seconds=data.draw(st.integers(0, 400))),
             appwrappers=tuple(e for e in snapshot.appwrappers if e.key not in leaving) +
@@ -133,12 +124,19 @@ def test_one_that_outranks_the_queue_is_dispatched_ahead_as_the_full_cycle_would
     assert ahead.dispatches == dispatch_cycle(snapshot).dispatches
 
 
-def test_one_within_its_quota_node_is_decided_ahead_with_quota_trees() -> None:
-    tree = make_tree("quota_context").node("root", gpu=64).child("team", parent="root", gpu=8)
+def probe_of_a_team(*, team_gpus: int) -> Snapshot:
+    """The queue of ``spoke_with_a_queue`` under a quota tree; the probe (4 GPUs) of the
+    quota node ``team`` of ``team_gpus``."""
+    tree = make_tree("quota_context").node("root", gpu=64).child("team", parent="root",
+                                                                 gpu=team_gpus)
     snapshot = spoke_with_a_queue(("probe", 100)).quota(tree.build()).obj()
     labelled = tuple(dataclasses.replace(e, quota_labels={"quota_context": "team"})
                      if e.key == "default/probe" else e for e in snapshot.appwrappers)
-    snapshot = dataclasses.replace(snapshot, appwrappers=labelled)
+    return dataclasses.replace(snapshot, appwrappers=labelled)
+
+
+def test_one_within_its_quota_node_is_decided_ahead_with_quota_trees() -> None:
+    snapshot = probe_of_a_team(team_gpus=8)
     ahead = decide_ahead(snapshot)
     assert ahead is not None
     assert ahead.dispatches == dispatch_cycle(snapshot).dispatches
@@ -146,11 +144,7 @@ def test_one_within_its_quota_node_is_decided_ahead_with_quota_trees() -> None:
 
 def test_one_that_would_borrow_is_not_decided_ahead_with_fair_sharing() -> None:
     """It goes after every other team's head that fits within its own quota."""
-    tree = make_tree("quota_context").node("root", gpu=64).child("team", parent="root", gpu=2)
-    snapshot = spoke_with_a_queue(("probe", 100)).quota(tree.build()).obj()
-    labelled = tuple(dataclasses.replace(e, quota_labels={"quota_context": "team"})
-                     if e.key == "default/probe" else e for e in snapshot.appwrappers)
-    snapshot = dataclasses.replace(snapshot, appwrappers=labelled)
+    snapshot = probe_of_a_team(team_gpus=2)
     assert ahead_of_queue(snapshot) is not None
     assert decide_ahead(snapshot) is None
     plain = dataclasses.replace(snapshot, policy=dataclasses.replace(

@@ -33,7 +33,15 @@ from mcad.core.workload.topology import TopologyRequest
 from tests.builders.clusters import make_cluster, pod_set
 from tests.builders.quota import make_tree
 from tests.builders.snapshots import at, demand_of, make_entry, make_snapshot
-from tests.core.histories import bind, complete, completed, finish, free, persist, renode
+from tests.core.histories import (
+    bind,
+    complete,
+    completed,
+    finish,
+    free,
+    on_the_clusters,
+    persist,
+)
 from tests.core.test_cycle_properties import CLOSED, NAMESPACES, TREE, snapshots
 from tests.core.test_topology_properties import LEVELS, racked_clusters
 
@@ -125,16 +133,7 @@ def run_cycles(snapshot: Snapshot, data: st.DataObject) -> None:
             new.append(dataclasses.replace(edited, priority=data.draw(st.integers(0, 3))))
         # On the clusters: reserved pods bind, bound pods end, running work completes,
         # nodes change (``tests.core.histories``).
-        for _pods in range(data.draw(st.integers(0, 3))):
-            snapshot = bind(snapshot, data)
-        if data.draw(st.integers(0, 2)) == 0:
-            snapshot = finish(snapshot, data)
-        if data.draw(st.integers(0, 3)) == 0:
-            snapshot = persist(snapshot, data)
-        if data.draw(st.integers(0, 7)) == 0:
-            snapshot = complete(snapshot, data)
-        if data.draw(st.integers(0, 7)) == 0:
-            snapshot = renode(snapshot, data)
+        snapshot = on_the_clusters(snapshot, data)
         clusters = snapshot.clusters
         if data.draw(st.integers(0, 5)) == 0 and clusters:  # a pod went: room grows
             first = clusters[0]
