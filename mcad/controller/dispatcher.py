@@ -215,8 +215,11 @@ class Dispatcher:
         if self._ready is None or not self._ready():
             self.prompt.set()
             return
-        if self.ahead():
-            return  # (the queue behind it is decided by the next cycle, paced as ever)
+        try:
+            if self.ahead():
+                return  # (the queue behind it is decided by the next cycle, paced as ever)
+        except Exception:  # (a bug: this is the hub cache's callback; the cycle decides)
+            log.exception("deciding ahead of the queue failed")
         if self._stepping:
             self.prompt.set()
             return
@@ -319,11 +322,14 @@ class Dispatcher:
         records' shares are left as that core's orders will check them (``_still``)
         when nothing is dispatched here."""
         shares = self._shares
-        snapshot = self.snapshot(utcnow())
-        result = decide_ahead(snapshot)
-        if result is None:
-            if self._stepping:
+        result = None
+        try:
+            snapshot = self.snapshot(utcnow())
+            result = decide_ahead(snapshot)
+        finally:
+            if result is None and self._stepping:
                 self._shares = shares
+        if result is None:
             return False
         dispatches, _ = self._live(result.dispatches, queued=True, checked=False)
         self._dispatch(dispatches)

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from mcad.controller import dispatcher as dispatcher_module
 from mcad.controller.records import AppWrapperRecord, key_of
 from tests.controller.seam import job_appwrapper
 from tests.controller.test_carried_snapshot import World
@@ -94,3 +97,20 @@ async def test_a_cycle_with_nothing_queued_runs_no_core() -> None:
     assert (result.dispatches, result.pending, result.evictions, result.resizes) == \
         ((), (), (), ())
     assert world.dispatcher.top_pending is None
+
+
+async def test_a_failure_deciding_ahead_leaves_it_to_the_cycle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``trigger`` runs in the hub cache's callback: a bug in the cut must not end the
+    watch; the cycle run there decides the arrival as before."""
+    world = World()
+    world.add(7)
+    ready(world)
+    world.dispatcher.cycle()
+
+    def broken(_snapshot: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(dispatcher_module, "decide_ahead", broken)
+    probe = arrive(world, "probe", pods=2, priority=100)
+    assert probe.live_dispatch() is not None
