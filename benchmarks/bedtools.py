@@ -118,7 +118,9 @@ def start_mcad(state: TestbedState, log: Path, *, extra: tuple[str, ...] = ()) -
         except OSError:
             pass
         time.sleep(0.1)
-    raise SystemExit("mcad run did not become ready in 120 s")
+    proc.kill()  # (not left behind, retrying a test bed that goes down next)
+    proc.wait()
+    raise SystemExit(f"mcad run did not become ready in 120 s; see {log}")
 
 
 def stop_mcad(mcad: Mcad) -> None:
