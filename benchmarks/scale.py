@@ -365,6 +365,20 @@ def read_proc(pid: int) -> tuple[str, list[str]]:
     return status, stat
 
 
+def loop_schedstat(pid: int) -> tuple[float, float]:
+    """Seconds the process's main thread (mcad's event loop) has run on a CPU, and has
+    waited on a run queue for one while runnable (the kernel's schedstat). Why: the
+    probe's steps after its decision (a worker's turn, the status write, the Job's
+    create) are each a pass of that loop, and on this 2-core machine a pass that is
+    ready may still wait for a CPU the API servers hold. (0, 0) where the kernel keeps
+    no schedstat."""
+    try:
+        run, wait, _ = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(run) / 1e9, int(wait) / 1e9
+
+
 def rss_of(pid: int) -> float:
     status, _ = read_proc(pid)
     return next(int(line.split()[1]) for line in status.splitlines()
@@ -722,6 +736,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     mcad: Mcad = await asyncio.to_thread(start_mcad, state, log, extra=webhook_flags(ports))
     ready, ready_wall, cpu_ready = time.monotonic(), time.time(), cpu_seconds(mcad.proc.pid)
     rss_ready = rss_of(mcad.proc.pid)
+    loop_ready = loop_schedstat(mcad.proc.pid)
     samples = Samples()
     sampler = asyncio.create_task(sample_process(mcad.proc.pid, samples, ready))
     hub_cpu: list[tuple[float, float]] = []
@@ -774,6 +789,9 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         await wait_until(drained, within=3600, what="the backlog to drain", interval=1)
         prober.cancel()
         cpu = cpu_per_appwrapper(cpu_ready, cpu_seconds(mcad.proc.pid), count)
+        loop_run, loop_wait = (b - a for a, b in zip(
+            loop_ready, loop_schedstat(mcad.proc.pid), strict=True))
+        loop_for = time.monotonic() - ready
         metrics_text = mcad.metrics()
         wanted = set(names)
         created = await wait_until(lambda: created_if_all(spokes, ns, wanted), within=60,
@@ -837,6 +855,8 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "metrics_answer_p99_s": quantile_of(answers, 0.99),
         "metrics_answer_max_s": max(answers, default=float("nan")),
         "metrics_unanswered": len(unanswered),
+        "loop_running_share": loop_run / loop_for,
+        "loop_waiting_for_cpu_share": loop_wait / loop_for,
         "metrics_unanswered_at_s": unanswered,
         "lease_losses": int(sample_value(metrics_text, "mcad_leadership_lost_total")),
         "lease_renewal_p99_s": quantile(renewals, 0.99),
@@ -1034,6 +1054,10 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"{f.get('metrics_answer_p99_s', nan):.2f} s, max "
         f"{f.get('metrics_answer_max_s', nan):.2f} s; {f.get('metrics_unanswered', 0)} "
         "times | |",
+        f"| mcad's event loop (its main thread) from ready to the drain's end, in the "
+        f"kernel's schedstat: running; runnable but waiting for a CPU | "
+        f"{f.get('loop_running_share', nan):.0%}; "
+        f"{f.get('loop_waiting_for_cpu_share', nan):.0%} of the time | |",
         f"| terms lost (`mcad_leadership_lost_total`); Lease renewal delay | "
         f"{f['lease_losses']}; p99 {f['lease_renewal_p99_s']:.3f} s, highest bucket "
         f"{f['lease_renewal_max_bucket_s']:g} s | 0 |",
