@@ -272,8 +272,8 @@ class RunConfig(_Settings):
     More is not faster once the API servers are busy: each request then waits behind the
     others in flight, and the rate stays what their CPU allows. In the scale benchmark
     at 10,000 queued, 32 dispatched 19.0-19.3/s, a priority job's Job on its spoke 1.26-1.32
-    s (median) after its creation; 8 dispatched 23.3/s, the priority job's in 0.36 s
-    (docs/benchmarks.md, "Scale")."""
+    s (median) after its creation; 8 dispatched 19.4-23.3/s, the priority job's in
+    0.36-0.44 s (docs/benchmarks.md, "Scale")."""
     topology_levels: list[str] = Field(default_factory=list, max_length=8)
     """Node label keys, broadest first, that are the topology levels of every spoke whose
     SpokeCluster names none (spec.topology.levels), e.g. [example.com/block,
