@@ -55,8 +55,8 @@ from mcad.core.placement.capacity import AppWrapperKey
 from mcad.gateway.connection import Connection, WriteFence
 
 log = logging.getLogger(__name__)
-WORKERS = 8
-"""The default of ``RunConfig.workers`` (why 8: there)."""
+WORKERS = 32
+"""The default of ``RunConfig.workers`` (the trade in its choice: there)."""
 LOCAL = "local"
 
 
