@@ -370,12 +370,12 @@ def loop_schedstat(pid: int) -> tuple[float, float]:
     waited on a run queue for one while runnable (the kernel's schedstat). Why: the
     probe's steps after its decision (a worker's turn, the status write, the Job's
     create) are each a pass of that loop, and on this 2-core machine a pass that is
-    ready may still wait for a CPU the API servers hold. (0, 0) where the kernel keeps
-    no schedstat."""
+    ready may still wait for a CPU the API servers hold. NaN where the kernel keeps no
+    schedstat (the table then says nan, not a 0% that was never read)."""
     try:
         run, wait, _ = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()
     except (OSError, ValueError):
-        return 0.0, 0.0
+        return float("nan"), float("nan")
     return int(run) / 1e9, int(wait) / 1e9
 
 
