@@ -184,6 +184,10 @@ _history_refused = Counter(
 _queue_depth = Gauge(
     "mcad_workqueue_depth", "Keys waiting in a controller work queue.", ["queue"],
     registry=REGISTRY)
+_reconcile_limit = Gauge(
+    "mcad_reconcile_limit", "How many AppWrappers may be reconciled at once: at most the "
+    "workers setting, lowered while the hub's writes wait in its API server "
+    "(controller/inflight.py).", registry=REGISTRY)
 _status_turns = Gauge(
     "mcad_status_writes_waiting", "AppWrappers whose pod-count or PodsReady write waits for "
     "its turn in the hub's budget for such writes (controller/pacing.py).",
@@ -391,6 +395,11 @@ def count_runtime_history_refused() -> None:
 def report_queue_depth(queue: str, depth: int) -> None:
     """How many keys wait in work queue ``queue``."""
     _queue_depth.labels(queue=queue).set(depth)
+
+
+def report_reconcile_limit(limit: int) -> None:
+    """How many AppWrappers may be reconciled at once (``InflightLimit``)."""
+    _reconcile_limit.set(limit)
 
 
 def report_status_writes_waiting(count: int) -> None:

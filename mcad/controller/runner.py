@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 
@@ -39,6 +40,7 @@ from mcad.controller.dispatcher import Dispatcher
 from mcad.controller.estimator import Estimator
 from mcad.controller.events import EventSender
 from mcad.controller.hub import HubCache
+from mcad.controller.inflight import InflightLimit
 from mcad.controller.leftovers import Leftovers
 from mcad.controller.lifecycle import Lifecycle
 from mcad.controller.objects import ObjectManager
@@ -75,7 +77,12 @@ class Controller:
         """More long-lived work of the leader (the webhook's certificates), supervised."""
         self.state = ControllerState()
         self.queue: WorkQueue[AppWrapperKey] = WorkQueue(
-            "appwrappers", following=self._runs, following_workers=max(1, workers // 2))
+            "appwrappers", following=self._runs, following_workers=max(1, workers // 2),
+            capacity=workers)
+        self.limit = InflightLimit(most=workers)
+        """How many of ``workers`` may reconcile at once: follows the hub's writes."""
+        hub.answered = self._answered
+        metrics.report_reconcile_limit(workers)
         self.supervisor = Supervisor()
         self.events = EventSender(hub)
         self.writer = HubWriter(hub, self.events)
@@ -115,6 +122,14 @@ class Controller:
         line (``controller/pacing.py`` states the hub's budget)."""
         rec = self.state.appwrappers.get(key)
         return rec is not None and rec.admitted
+
+    def _answered(self, rtt: float) -> None:
+        """A hub write came back after ``rtt`` seconds: the reconcile limit reads it."""
+        if self.limit.observe(rtt, in_flight=self.queue.busy(), now=time.monotonic()):
+            self.queue.set_capacity(self.limit.limit)
+            metrics.report_reconcile_limit(self.limit.limit)
+            log.debug("reconcile limit %d (%.1f of ours queued at the hub, base %.1f ms)",
+                      self.limit.limit, self.limit.queued, 1000 * (self.limit.base or 0.0))
 
     def ready(self) -> bool:
         return not self.hub_cache.not_synced()

@@ -23,7 +23,11 @@ from the caches. The rules:
   ``following_workers`` of them are processed at once, before urgent keys, so a drain
   of thousands of dispatches never starves them; beyond that share urgent keys go
   first, so the other workers are always there for a dispatch (what following keys
-  write is metered by ``controller/pacing.py``); ordinary keys come after both.
+  write is metered by ``controller/pacing.py``); ordinary keys come after both;
+- at most ``capacity`` keys are processed at once, however many workers wait (the
+  controller moves it with the hub's write latency: ``controller/inflight.py``); the
+  following line's share is then at most half of it. A place freed goes to the next
+  key by the rules above, so lowering it never lets a later key pass a priority one.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ class WorkQueue(Generic[K]):
     def __init__(self, name: str, *, base_delay: float = BASE_DELAY_S,
                  max_delay: float = MAX_DELAY_S,
                  following: Callable[[K], bool] = lambda _key: False,
-                 following_workers: int = 0) -> None:
+                 following_workers: int = 0, capacity: int | None = None) -> None:
         self.name = name
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -72,6 +76,8 @@ class WorkQueue(Generic[K]):
         self._sequence = itertools.count()
         self.following_workers = following_workers
         """How many following keys may be processed at once before urgent keys."""
+        self.capacity = capacity
+        """How many keys may be processed at once (None: as many as there are workers)."""
         self._following: deque[K] = deque()
         self._normal: deque[K] = deque()
         self._following_busy: set[K] = set()
@@ -84,7 +90,9 @@ class WorkQueue(Generic[K]):
         """Keys added while being processed (whether urgently, and the rank)."""
         self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
         self._failures: dict[K, int] = {}
-        self._nonempty = asyncio.Event()
+        self._takeable = asyncio.Event()
+        """Set when a waiting worker may find a key it can take: one was added, a
+        place was freed, or the capacity grew."""
         metrics.register_work_queue(name)
 
     # -- adding -------------------------------------------------------------------------
@@ -108,7 +116,7 @@ class WorkQueue(Generic[K]):
             self._following.append(key)
         else:
             self._normal.append(key)
-        self._nonempty.set()
+        self._takeable.set()
 
     def add_after(self, key: K, delay: float) -> None:
         """Reconcile ``key`` in ``delay`` seconds, unless an earlier look is already due."""
@@ -154,17 +162,32 @@ class WorkQueue(Generic[K]):
     async def get(self) -> K:
         """The next key; the caller must call ``done(key)`` when it is finished with it."""
         while True:
-            key = self._pop()
-            if key is not None:
-                self._processing.add(key)
-                return key
-            self._nonempty.clear()
-            await self._nonempty.wait()
+            if self.capacity is None or len(self._processing) < self.capacity:
+                key = self._pop()
+                if key is not None:
+                    self._processing.add(key)
+                    return key
+            self._takeable.clear()
+            await self._takeable.wait()
+
+    def set_capacity(self, capacity: int) -> None:
+        """At most ``capacity`` keys processed at once from now on (those in progress
+        above it finish; none is taken until the count is under it)."""
+        grown = self.capacity is None or capacity > self.capacity
+        self.capacity = capacity
+        if grown:
+            self._takeable.set()
+
+    def busy(self) -> int:
+        """How many keys are being processed."""
+        return len(self._processing)
 
     def _pop(self) -> K | None:
         """Following keys within their share of the workers, then urgent keys, then
         following keys beyond their share, then ordinary ones."""
-        if len(self._following_busy) < self.following_workers:
+        share = self.following_workers if self.capacity is None else \
+            min(self.following_workers, max(1, self.capacity // 2))
+        if len(self._following_busy) < share:
             key = self._pop_following()
             if key is not None:
                 return key
@@ -196,6 +219,8 @@ class WorkQueue(Generic[K]):
         again = self._dirty.pop(key, None)
         if again is not None:
             self.add(key, urgent=again[0], rank=again[1])
+        if self._waiting:
+            self._takeable.set()  # (a place is free: a worker held by the capacity takes it)
 
     def __len__(self) -> int:
         return len(self._waiting)

@@ -112,6 +112,9 @@ class Connection:
         self._auth = auth
         self.attempts = attempts
         self.write_fence: WriteFence | None = None
+        self.answered: Callable[[float], None] | None = None
+        """Told the round trip (seconds) of every write the server answered, whatever
+        the answer (the hub's: the controller's reconcile limit follows it)."""
 
     async def close(self) -> None:
         await self.transport.close()
@@ -168,11 +171,15 @@ class Connection:
             self.write_fence()
         headers = await self._headers(content_type if data is not None else None)
         headers["Accept"] = accept
+        timed = self.answered is not None and method != "GET"
+        sent = time.monotonic() if timed else 0.0
         try:
             reply = await self.transport.send(method, self.host + path, params=params or {},
                                               body=data, headers=headers, timeout=timeout)
         except TransportError as err:
             raise Unreachable(f"cannot reach {self.host} ({err})", cluster=self.name) from err
+        if timed and self.answered is not None:
+            self.answered(time.monotonic() - sent)
         answer = _decode(reply)
         if not 200 <= reply.status < 300:
             raise error_for(reply.status, answer, cluster=self.name,

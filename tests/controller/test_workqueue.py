@@ -171,3 +171,43 @@ async def test_a_reconcile_that_asks_to_look_again_is_queued_then(looptime: floa
     with pytest.raises(asyncio.CancelledError):
         await workers
     assert [round(t - start) for t in times] == [0, 30, 60]
+
+
+async def test_at_most_capacity_keys_are_processed_and_a_freed_place_goes_by_rank() -> None:
+    queue: WorkQueue[str] = WorkQueue("t", capacity=2)
+    for key in ("a", "b", "c"):
+        queue.add(key, urgent=True, rank=1)
+    first, second = await queue.get(), await queue.get()
+    third = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0)
+    assert not third.done()  # two in progress: the third waits, however many workers
+    queue.add("probe", urgent=True, rank=100)
+    await asyncio.sleep(0)
+    assert not third.done()  # a key added does not pass the capacity either
+    queue.done(first)
+    assert await third == "probe"  # the freed place goes to the priority key
+    assert queue.busy() == 2 and {first, second} == {"a", "b"}
+
+
+async def test_a_capacity_lowered_holds_new_takes_until_under_it_and_raised_frees_them() -> None:
+    queue: WorkQueue[str] = WorkQueue("t", capacity=3)
+    for key in "abcde":
+        queue.add(key, urgent=True)
+    taken = [await queue.get() for _ in range(3)]
+    queue.set_capacity(1)
+    queue.done(taken[0])
+    waiting = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0)
+    assert not waiting.done()  # two still in progress, above the new capacity of 1
+    queue.set_capacity(4)
+    assert await waiting == "d"
+
+
+async def test_the_following_share_is_at_most_half_the_capacity() -> None:
+    queue: WorkQueue[str] = WorkQueue("t", following=lambda key: key.startswith("run"),
+                                      following_workers=16, capacity=4)
+    for i in range(4):
+        queue.add(f"run-{i}")
+    queue.add("dispatch", urgent=True)
+    # two following keys (half of 4) go before the dispatch, not sixteen
+    assert [await queue.get() for _ in range(3)] == ["run-0", "run-1", "dispatch"]
