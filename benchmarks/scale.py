@@ -593,7 +593,13 @@ def webhook_flags(ports: Ports) -> tuple[str, ...]:
     stopped."""
     webhook, conversion = ports
     return ("--webhook-address", f"127.0.0.1:{webhook}", "--webhook-url",
-            f"https://127.0.0.1:{webhook}", "--conversion-address", f"127.0.0.1:{conversion}")
+            f"https://127.0.0.1:{webhook}", "--conversion-address", f"127.0.0.1:{conversion}",
+            *MCAD_EXTRA)
+
+
+MCAD_EXTRA: list[str] = []
+"""More flags for every mcad the benchmark starts (``--mcad-config``: a policy to
+measure, such as another ``workers``)."""
 
 
 def unregister(state: Any) -> None:
@@ -759,6 +765,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     last_report = time.monotonic()
     answers: list[float] = []  # seconds mcad's /metrics took, read once a second
     unanswered: list[float] = []  # seconds since ready when it did not answer in 5 s
+    limits: list[float] = []  # mcad_reconcile_limit, read with each answer
 
     async def drained() -> bool:
         nonlocal done, last_report
@@ -776,10 +783,12 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
             return False
         answers.append(time.monotonic() - asked)
         done = int(sample_value(text, "mcad_dispatches_total"))
+        limits.append(sample_value(text, "mcad_reconcile_limit"))
         if time.monotonic() - last_report > 15:
             rss = samples.rss_mb[-1][1] if samples.rss_mb else 0
             say(f"mcad: {done} dispatched (probes included) of {count} queued, "
-                f"{time.monotonic() - ready:.0f}s since ready, RSS {rss:.0f} MB")
+                f"{time.monotonic() - ready:.0f}s since ready, RSS {rss:.0f} MB, "
+                f"reconciling at most {limits[-1]:.0f} at once")
             last_report = time.monotonic()
         return done >= count + len(probes) and probes.keys() <= seen.jobs.keys()
 
@@ -855,6 +864,9 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "metrics_answer_p99_s": quantile_of(answers, 0.99),
         "metrics_answer_max_s": max(answers, default=float("nan")),
         "metrics_unanswered": len(unanswered),
+        "reconcile_limit_p50": quantile_of(limits, 0.5),
+        "reconcile_limit_min": min(limits, default=float("nan")),
+        "reconcile_limit_max": max(limits, default=float("nan")),
         "loop_running_share": loop_run / loop_for,
         "loop_waiting_for_cpu_share": loop_wait / loop_for,
         "metrics_unanswered_at_s": unanswered,
@@ -1058,6 +1070,10 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"kernel's schedstat: running; runnable but waiting for a CPU | "
         f"{f.get('loop_running_share', nan):.0%}; "
         f"{f.get('loop_waiting_for_cpu_share', nan):.0%} of the time | |",
+        f"| AppWrappers reconciled at most at once (`mcad_reconcile_limit`, read once a "
+        f"second): median (least, most) | {f.get('reconcile_limit_p50', nan):.0f} "
+        f"({f.get('reconcile_limit_min', nan):.0f}, {f.get('reconcile_limit_max', nan):.0f})"
+        " | |",
         f"| terms lost (`mcad_leadership_lost_total`); Lease renewal delay | "
         f"{f['lease_losses']}; p99 {f['lease_renewal_p99_s']:.3f} s, highest bucket "
         f"{f['lease_renewal_max_bucket_s']:g} s | 0 |",
@@ -1151,7 +1167,11 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="3 x 100 nodes, 1,000 AppWrappers, nothing written; exit 1 "
                              "below half of the bracket")
+    parser.add_argument("--mcad-config", type=Path,
+                        help="mcad's policy file (YAML) to measure instead of the defaults")
     args = parser.parse_args()
+    if args.mcad_config:
+        MCAD_EXTRA.extend(["--config", str(args.mcad_config.resolve())])
     if args.smoke:
         # The ceiling from as many AppWrappers as mcad dispatches. Its share swung over
         # 39-106% while the ceiling's Jobs, pods and namespace deletion still ran beside
@@ -1185,6 +1205,7 @@ def main() -> int:
                 "ceiling_per_s": before, "ceiling_bracket_per_s": bracketed, **figures,
                 "share_of_ceiling": rate / before if before else 0.0,
                 "share_of_bracket": rate / bracketed if bracketed else 0.0,
+                "mcad_config": str(args.mcad_config) if args.mcad_config else None,
                 "ceiling_before_per_s": before, "ceiling_after_per_s": after,
                 "ceiling_cpu_ms_per_appwrapper": before_cpu,
                 "ceiling_bracket_cpu_ms_per_appwrapper": {
