@@ -267,14 +267,16 @@ class RunConfig(_Settings):
     """Namespaces QuotaSubtrees are read from (the controller's own namespace too); a
     QuotaSubtree anywhere else is ignored, so creating one grants nobody quota."""
     workers: int = Field(32, ge=1, le=512)
-    """AppWrappers reconciled at once (each waits on API writes, so this is how many
-    dispatches are in flight together); one AppWrapper is never reconciled twice at once.
-    A trade, measured (docs/benchmarks.md, "Scale", tenth stop): once the API servers'
-    CPU is full, each write waits behind the others in flight, so fewer is as fast and a
-    priority job's writes go sooner (10,000 queued: 8 dispatched 19.4-23.3/s, a priority
-    job's Job 0.36-0.44 s after its creation; 32, 19.0-19.3/s and 1.26-1.32 s). While
-    they have CPU to spare, the rate is at most this many over a dispatch's write time:
-    with 8 a 1,000 drain ran at 26/s, half a plain client's rate on the same servers."""
+    """The most AppWrappers reconciled at once (each waits on API writes, so this is how
+    many dispatches can be in flight together); one AppWrapper is never reconciled twice
+    at once. Fewer are while the hub's writes queue in its API server: the limit
+    follows the hub's write latency between 8 (or this, if lower) and this
+    (``mcad_reconcile_limit``, ``controller/inflight.py``). Why (docs/benchmarks.md,
+    "Scale", eleventh stop): once the API servers' CPU is full, each write waits behind
+    the others in flight, so fewer dispatch as fast and a priority job's writes go
+    sooner (10,000 queued: 8 at once, its Job 0.36-0.44 s after its creation; 32 at
+    once, 1.26-1.32 s); while the servers have CPU to spare, the rate is at most the
+    limit over a dispatch's write time, so the limit rises to this."""
     topology_levels: list[str] = Field(default_factory=list, max_length=8)
     """Node label keys, broadest first, that are the topology levels of every spoke whose
     SpokeCluster names none (spec.topology.levels), e.g. [example.com/block,

@@ -58,7 +58,8 @@ from mcad.gateway.connection import Connection, WriteFence
 
 log = logging.getLogger(__name__)
 WORKERS = 32
-"""The default of ``RunConfig.workers`` (the trade in its choice: there)."""
+"""The default of ``RunConfig.workers``: the most reconciled at once (``InflightLimit``
+sets how many, up to it)."""
 LOCAL = "local"
 
 
