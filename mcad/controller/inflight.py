@@ -20,10 +20,11 @@ Netflix's concurrency-limits set theirs:
   the mean count in progress;
 - ``queued = in_flight * (1 - base / rtt)``: by Little's law, how many of ours wait
   in the server rather than being served;
-- between ``ALPHA`` and ``BETA`` queued the limit holds; outside, it moves half way
-  towards ``in_flight - queued + (ALPHA + BETA) / 2``, enough to keep the server busy
-  with a short line; it grows only while the limit is used (at least half of it in
-  progress), so a quiet spell does not raise it on no evidence;
+- between ``ALPHA`` and ``BETA`` queued the limit holds; above ``BETA`` it comes down
+  half way towards ``in_flight - queued + (ALPHA + BETA) / 2``, enough to keep the
+  server busy with a short line; under ``ALPHA`` it goes up half way towards the same,
+  and only while the limit is used (at least half of it in progress): a quiet spell
+  neither raises it on no evidence nor lowers it, since nothing of ours waits;
 - it stays between ``least`` (8, or ``workers`` if lower: the count measured to
   dispatch as fast on saturated servers) and ``most`` (the ``workers`` setting), and
   starts at ``most``, today's behaviour until the hub says otherwise.
@@ -94,11 +95,15 @@ class InflightLimit:
         base = self.base = min(low for _, low in self._lows)
         in_flight = sum(counts) / len(counts)
         self.queued = queued = in_flight * (1 - base / rtt) if rtt > 0 else 0.0
-        if ALPHA <= queued <= BETA:
-            return False
         target = in_flight - queued + (ALPHA + BETA) / 2
-        if target > self.limit and in_flight < self.limit / 2:
-            return False  # not used enough to tell whether more would be served
+        if queued < ALPHA:  # the server keeps up: more, if the limit is used
+            if target <= self.limit or in_flight < self.limit / 2:
+                return False  # (little used: no evidence that more would be served)
+        elif queued > BETA:  # ours wait in the server: fewer
+            if target >= self.limit:
+                return False
+        else:
+            return False
         wanted = (self.limit + target) / 2
         limit = math.ceil(wanted) if wanted > self.limit else math.floor(wanted)
         limit = max(self.least, min(self.most, limit))

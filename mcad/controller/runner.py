@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 
@@ -126,7 +125,8 @@ class Controller:
 
     def _answered(self, rtt: float) -> None:
         """A hub write came back after ``rtt`` seconds: the reconcile limit reads it."""
-        if self.limit.observe(rtt, in_flight=self.queue.busy(), now=time.monotonic()):
+        now = asyncio.get_running_loop().time()  # (the loop's clock: monotonic)
+        if self.limit.observe(rtt, in_flight=self.queue.busy(), now=now):
             self.queue.set_capacity(self.limit.limit)
             metrics.report_reconcile_limit(self.limit.limit)
             log.debug("reconcile limit %d (%.1f of ours queued at the hub, base %.1f ms)",

@@ -88,3 +88,10 @@ def test_the_base_is_forgotten_after_base_s() -> None:
     for i in range(MIN_SAMPLES):
         limit.observe(0.050, in_flight=8, now=BASE_S + 10.0 + i)
     assert limit.base == 0.050  # the old low is out of its memory
+
+
+def test_a_quiet_hub_neither_raises_nor_lowers_it() -> None:
+    limit = InflightLimit(most=32)
+    run(limit, windows=4, knee=64)
+    # two in progress of 32, answered at the base: nothing of ours waits
+    assert run(limit, windows=20, knee=64, used=2 / 32, start=100.0) == [32] * 20

@@ -154,3 +154,25 @@ async def test_the_fence_stops_writes_and_lets_reads_through() -> None:
     assert transport.sent("POST") == []
     await conn.request("POST", "/a", body={}, fenced=False)
     assert len(transport.sent("POST")) == 1
+
+
+async def test_every_answered_write_is_timed_and_reads_and_unanswered_ones_are_not() -> None:
+    """The reconcile limit follows the hub's writes: each answer, a conflict too, is a
+    sample; a read is not (it queues differently), nor a write nobody answered."""
+    async def broken(_request: object) -> Reply:
+        raise TransportError("reset")
+
+    transport = ScriptedTransport()
+    transport.on("PATCH", "/a", reply(200), status(409, "Conflict"))
+    transport.on("POST", "/b", broken)
+    transport.on("GET", "/a", reply(200))
+    conn = transport.connection(attempts=1)
+    timed: list[float] = []
+    conn.answered = timed.append
+    await conn.request("PATCH", "/a", body={})
+    with pytest.raises(Conflict):
+        await conn.request("PATCH", "/a", body={})
+    await conn.request("GET", "/a")
+    with pytest.raises(Unreachable):
+        await conn.request("POST", "/b", body={})
+    assert len(timed) == 2 and all(t >= 0 for t in timed)
