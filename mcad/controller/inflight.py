@@ -69,10 +69,12 @@ class InflightLimit:
         self._in_flight: list[int] = []
         self._opened: float | None = None
         self._lows: deque[tuple[float, float]] = deque()
-        """(when a window was read, its median round trip), oldest first, for ``base``."""
+        """(when a window was read, its median round trip) for the windows of the last
+        ``BASE_S`` that no later window undercut: oldest first, rising, so the first is
+        ``base``."""
         self.base: float | None = None
         self.queued = 0.0
-        """The last window's estimate of ours waiting in the server (for the metric)."""
+        """The last window's estimate of ours waiting in the server (for the log)."""
 
     def observe(self, rtt: float, *, in_flight: int, now: float) -> bool:
         """One write answered after ``rtt`` seconds, with ``in_flight`` reconciles in
@@ -89,10 +91,12 @@ class InflightLimit:
         rtts, counts = self._rtts, self._in_flight
         self._rtts, self._in_flight, self._opened = [], [], None
         rtt = median(rtts)
+        while self._lows and self._lows[-1][1] >= rtt:
+            self._lows.pop()  # (never the lowest again: this one is lower and later)
         self._lows.append((now, rtt))
         while self._lows[0][0] < now - BASE_S:
             self._lows.popleft()
-        base = self.base = min(low for _, low in self._lows)
+        base = self.base = self._lows[0][1]
         in_flight = sum(counts) / len(counts)
         self.queued = queued = in_flight * (1 - base / rtt) if rtt > 0 else 0.0
         target = in_flight - queued + (ALPHA + BETA) / 2
