@@ -22,10 +22,12 @@ the cluster answered the last probe (a GET of ``/readyz`` every few seconds: a p
 API server hangs watches without breaking them, and only a request with a deadline
 notices). Otherwise it is not ready and says why
 (``BadKubeconfig``, ``ConnectFailed``, ``Syncing``, ``Unreachable``), while the rest of
-the controller keeps working. ``last_contact`` is when the cluster last answered, which
-is what "lost for spokeLostSeconds" is measured from. The watches and the probe run
-under the link's own ``Supervisor``: a watch that dies is restarted, never silently
-gone.
+the controller keeps working. Once its probes fail, the requests still waiting on the
+cluster are given up (``Connection.abandon``), so a silent cluster holds none of the
+controller's reconcile places for a request's whole time-out. ``last_contact`` is
+when the cluster last answered, which is what "lost for spokeLostSeconds" is measured
+from. The watches and the probe run under the link's own ``Supervisor``: a watch that
+dies is restarted, never silently gone.
 """
 
 from __future__ import annotations
@@ -353,6 +355,13 @@ class SpokeLink:
             except ApiError as err:
                 self._probe_failures += 1
                 log.debug("probe of %s failed: %s", self.name, err)
+                if self._probe_failures >= PROBE_FAILURES:
+                    # Whatever still waits on it would hold its reconcile place for the
+                    # request's whole time-out: given up now, at each failed probe.
+                    given_up = self.conn.abandon(f"{self._probe_failures} probes failed")
+                    if given_up:
+                        log.warning("cluster %s: %d requests waiting for an answer given "
+                                    "up, as its probes fail", self.name, given_up)
             else:
                 self._probe_failures = 0
                 self.last_contact = utcnow()

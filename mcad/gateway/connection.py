@@ -33,6 +33,7 @@ import aiohttp
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
+    retry_if_not_exception_type,
     stop_after_attempt,
     stop_after_delay,
     wait_exponential,
@@ -40,6 +41,7 @@ from tenacity import (
 
 from mcad.gateway.errors import (
     RETRYABLE,
+    Abandoned,
     ApiError,
     BadKubeconfig,
     BadResponse,
@@ -115,9 +117,31 @@ class Connection:
         self.answered: Callable[[float], None] | None = None
         """Told the round trip (seconds) of every write the server answered, whatever
         the answer (the hub's: the controller's reconcile limit follows it)."""
+        self._waiting: dict[asyncio.Timeout, None] = {}
+        """The requests waiting for an answer now (their cancel scopes, for ``abandon``)."""
+        self._abandoned = ""
+        """Why the requests waiting were last given up (``abandon``), for their error."""
 
     async def close(self) -> None:
         await self.transport.close()
+
+    def abandon(self, reason: str) -> int:
+        """Fail every request waiting for an answer now with ``Abandoned`` (not retried),
+        and return how many there were; requests sent after this are sent as usual.
+
+        Why: a cluster that stops answering holds each request to it for the whole
+        request timeout (30 s, retried for up to a minute), and each holds one of the
+        controller's reconcile places meanwhile. Its link finds it unreachable within
+        seconds (its probe), and then says so here: the places come free at once, and the
+        reconciles go on as for any unanswered request (the link's state decides what
+        they do next). Whether the server did the write is unknown, as after a time-out:
+        every write here is conditional or idempotent."""
+        self._abandoned = reason
+        now = asyncio.get_running_loop().time()
+        waiting = list(self._waiting)
+        for scope in waiting:
+            scope.reschedule(now)
+        return len(waiting)
 
     async def _headers(self, content_type: str | None = None) -> dict[str, str]:
         headers = {"Accept": JSON, **await self._auth()}
@@ -149,11 +173,11 @@ class Connection:
             # The budget counts from the first attempt: a request to a server that
             # does not answer gives up after RETRY_BUDGET_S in all, not that much more.
             budget = RETRY_BUDGET_S - (time.monotonic() - started)
-            if allowed <= 1 or budget <= 0:
+            if allowed <= 1 or budget <= 0 or isinstance(first, Abandoned):
                 raise
             await asyncio.sleep(_RetryAfterWait(multiplier=0.1, max=5.0).after(first, 1))
         async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(RETRYABLE),
+            retry=retry_if_exception_type(RETRYABLE) & retry_if_not_exception_type(Abandoned),
             wait=_RetryAfterWait(multiplier=0.1, max=5.0, first_attempt=2),
             stop=stop_after_attempt(allowed - 1) | stop_after_delay(budget),
             reraise=True,
@@ -174,11 +198,23 @@ class Connection:
         timed = self.answered is not None and method != "GET"
         loop = asyncio.get_running_loop()
         sent = loop.time() if timed else 0.0  # (the loop's clock, monotonic: tests move it)
+        scope = asyncio.timeout(None)  # (no deadline of its own: ``abandon`` sets one)
+        self._waiting[scope] = None
         try:
-            reply = await self.transport.send(method, self.host + path, params=params or {},
-                                              body=data, headers=headers, timeout=timeout)
-        except TransportError as err:
+            async with scope:
+                reply = await self.transport.send(method, self.host + path,
+                                                  params=params or {}, body=data,
+                                                  headers=headers, timeout=timeout)
+        except (TransportError, TimeoutError) as err:
+            if scope.expired():
+                raise Abandoned(f"no answer from {self.host}, given up when the cluster "
+                                f"was found unreachable ({self._abandoned})",
+                                cluster=self.name) from err
+            if isinstance(err, TimeoutError):
+                raise
             raise Unreachable(f"cannot reach {self.host} ({err})", cluster=self.name) from err
+        finally:
+            del self._waiting[scope]
         if timed and self.answered is not None:
             self.answered(loop.time() - sent)
         answer = _decode(reply)

@@ -38,6 +38,12 @@ class Unreachable(ApiError):
     """No answer: connection refused, DNS, TLS or time-out."""
 
 
+class Abandoned(Unreachable):
+    """Given up while waiting for an answer, because the cluster was found unreachable
+    meanwhile (``Connection.abandon``): not retried, since a retry would wait on the same
+    silent server for the whole request timeout again."""
+
+
 class Unauthorized(ApiError):
     status = 401
 

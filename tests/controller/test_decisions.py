@@ -20,10 +20,11 @@ import pytest_asyncio
 from mcad.api.appwrapper import FINALIZER
 from mcad.config import RunConfig
 from mcad.controller.records import EvictionOrder, RunId
+from mcad.controller.spoke_link import PROBE_FAILURES, PROBE_PERIOD_S
 from mcad.core.placement.capacity import AppWrapperKey
 from mcad.gateway import watch as watch_module
 from mcad.gateway.connection import ATTEMPTS
-from mcad.gateway.transport import TransportError
+from mcad.gateway.transport import Reply, TransportError
 from tests.controller.seam import (
     AW_PATH,
     Hub,
@@ -33,7 +34,7 @@ from tests.controller.seam import (
     run_controller,
     spoke_transport,
 )
-from tests.gateway.scripted import status
+from tests.gateway.scripted import Request, reply, status
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
 NS_AW = "/apis/workload.codeflare.dev/v1beta1/namespaces/ns/appwrappers"
@@ -308,3 +309,39 @@ async def test_a_spoke_lost_for_spoke_lost_seconds_records_leftovers_and_requeue
         assert ledger == [{"apiVersion": "batch/v1", "kind": "Job", "namespace": "ns",
                            "name": "train", "uid": "uid-train"}]
         assert w.run.controller.state.links["local"].leftovers == 1
+
+
+async def test_a_create_a_silent_spoke_never_answers_frees_its_place_once_probes_fail(
+        world: World) -> None:
+    """A spoke that takes the Job create and says nothing would hold the reconcile's
+    place for the request's time-out (30 s, retried for a minute); with the reconcile
+    limit at its floor, eight such hold every place. Once the link's probes fail, the
+    create is given up at once (not sent again meanwhile), Dispatched says so, and the
+    place is free; when the spoke answers again the create is retried and done."""
+    jobs = "/apis/batch/v1/namespaces/ns/jobs"
+    never = asyncio.Event()
+
+    async def silent(_request: Request) -> Reply:
+        await never.wait()
+        return reply(201)
+
+    world.run.spoke.first("POST", jobs, silent)
+    queue = world.run.controller.queue
+    world.hub.add(job_appwrapper("train"))
+    await world.until("the create sent", lambda: len(world.run.spoke.sent("POST", jobs)) == 1)
+    assert queue.busy() == 1
+    loop = asyncio.get_running_loop()
+    went_silent = loop.time()
+    world.run.spoke.only("GET", "/readyz", TransportError("timed out"))
+    await world.until("the place freed", lambda: queue.busy() == 0, within=60)
+    assert loop.time() - went_silent <= (PROBE_FAILURES + 1) * PROBE_PERIOD_S + 1
+    assert "given up when the cluster was found unreachable" in \
+        world.condition("Dispatched")["message"]
+    assert world.condition("Dispatched")["reason"] == "Creating"
+    await asyncio.sleep(20)
+    assert len(world.run.spoke.sent("POST", jobs)) == 1  # nothing sent to a silent spoke
+    world.run.spoke.only("GET", "/readyz", reply(200))
+    await dispatched(world)
+    await world.until("dispatched again", lambda: world.condition("Dispatched").get("reason")
+                      == "Dispatched")
+    assert len(world.run.spoke.sent("POST", jobs)) == 2

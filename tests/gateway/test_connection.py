@@ -12,6 +12,7 @@ import pytest
 
 from mcad.gateway import connection as conn_module
 from mcad.gateway.errors import (
+    Abandoned,
     BadResponse,
     Conflict,
     Fenced,
@@ -176,3 +177,31 @@ async def test_every_answered_write_is_timed_and_reads_and_unanswered_ones_are_n
     with pytest.raises(Unreachable):
         await conn.request("POST", "/b", body={})
     assert len(timed) == 2 and all(t >= 0 for t in timed)
+
+
+async def test_abandon_fails_the_requests_waiting_at_once_and_does_not_retry_them() -> None:
+    """A cluster found silent: the requests waiting on it end with ``Abandoned`` at the
+    moment of ``abandon`` (not after their time-out, and not sent again), whatever the
+    retry budget; a request sent afterwards is sent and answered as usual."""
+    silent = asyncio.Event()
+
+    async def hangs(_request: object) -> Reply:
+        await silent.wait()  # (never set: a server that takes the request and says nothing)
+        return reply(201)
+
+    transport = ScriptedTransport()
+    transport.on("POST", "/jobs", hangs)
+    transport.on("GET", "/readyz", reply(200))
+    conn = transport.connection(attempts=5)
+    waiting = [asyncio.ensure_future(conn.request("POST", "/jobs", body={}))
+               for _ in range(3)]
+    await asyncio.sleep(0.05)
+    assert not any(w.done() for w in waiting)
+    assert conn.abandon("2 probes failed") == 3
+    await asyncio.sleep(0)
+    for w in waiting:
+        with pytest.raises(Abandoned, match="2 probes failed"):
+            await w
+    assert len(transport.sent("POST")) == 3  # none sent again
+    await conn.request("GET", "/readyz")  # a later request is not given up
+    assert conn.abandon("again") == 0
