@@ -30,7 +30,10 @@
    the hub's calls to the conversion webhook and their duration (its histogram),
    terms lost (``mcad_leadership_lost_total``), and the controller's RSS and CPU (from
    /proc), sampled every second.
-6. The work left behind: mcad keeps running for 30 s after the last dispatch, and the
+6. The work left behind: mcad keeps running for 30 s after the last dispatch (the last
+   Job seen created by a watch of the spokes' Jobs started when ``LATE_WATCH`` are left;
+   from its creation stamp if that watch missed it, and as a second figure,
+   ``after_drain_hub_cpu_ratio_stamped``), and the
    hub API server's CPU in those 30 s over its idle level (``after_drain_hub_cpu_ratio``;
    1.0 is as idle as before the backlog), the seconds until it stays within 1.5x of
    that level (``after_drain_hub_busy_s``), and its level in the last 10 s of the window
@@ -330,6 +333,21 @@ async def created_jobs(spokes: list[Connection], ns: str) -> dict[str, float]:
     return out
 
 
+async def last_jobs_seen(conn: Connection, ns: str, seen: dict[str, float]) -> None:
+    """Each Job created in ``ns`` on ``conn`` from now on, by name: when this watch saw
+    it (monotonic seconds). Started near the drain's end only (``LATE_WATCH``), so the
+    last dispatch is timed to the watch's delay, not to the second of its stamp; its
+    events are a few hundred, not the backlog's."""
+    path = JOBS.path(namespace=ns)
+    listed = await conn.request("GET", path, params={"limit": "1"})
+    params = {"watch": "true", "resourceVersion": listed["metadata"]["resourceVersion"],
+              "timeoutSeconds": "3600"}
+    async for line in conn.stream_lines(path, params=params, read_timeout=3630,
+                                        shared=False):
+        if line.get("type") == "ADDED":
+            seen.setdefault(line["object"]["metadata"]["name"], time.monotonic())
+
+
 async def created_if_all(spokes: list[Connection], ns: str,
                          wanted: set[str]) -> dict[str, float] | None:
     """``created_jobs`` once every wanted Job is there (mcad counts a dispatch when the
@@ -459,6 +477,10 @@ IDLE_S = 30.0
 idles at about 0.01 of a core: 30 s is 30 of /proc's 10 ms ticks)."""
 AFTER_DRAIN_S = 30.0
 """The window after the last dispatch whose hub CPU is held to the idle level."""
+STAMP_NOTE = "a second's resolution, taken as the middle of its second"
+LATE_WATCH = 300
+"""The spokes' Jobs are watched from when this many dispatches are left (mcad's counter):
+the last dispatch is the last Job that watch saw created."""
 STORED_IDLE_FROM_S = 60.0
 """When (seconds after the last dispatch) the second idle level is read, for ``IDLE_S``:
 the hub with the backlog's objects stored and mcad running, once nothing is left to do
@@ -766,6 +788,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     answers: list[float] = []  # seconds mcad's /metrics took, read once a second
     unanswered: list[float] = []  # seconds since ready when it did not answer in 5 s
     limits: list[float] = []  # mcad_reconcile_limit, read with each answer
+    late_seen: dict[str, float] = {}  # Job name: when the late watch saw it (monotonic)
 
     async def drained() -> bool:
         nonlocal done, last_report
@@ -784,6 +807,9 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         answers.append(time.monotonic() - asked)
         done = int(sample_value(text, "mcad_dispatches_total"))
         limits.append(sample_value(text, "mcad_reconcile_limit"))
+        if done >= count - LATE_WATCH and len(watchers) == len(spokes) + 1:
+            watchers.extend(asyncio.create_task(last_jobs_seen(s, ns, late_seen))
+                            for s in spokes)
         if time.monotonic() - last_report > 15:
             rss = samples.rss_mb[-1][1] if samples.rss_mb else 0
             say(f"mcad: {done} dispatched (probes included) of {count} queued, "
@@ -802,18 +828,25 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
             loop_ready, loop_schedstat(mcad.proc.pid), strict=True))
         loop_for = time.monotonic() - ready
         metrics_text = mcad.metrics()
+        # The hub's counters from here on are the work after the drain: read before the
+        # Jobs are listed, so the writes that follow the last dispatches are among them.
+        asked_from = time.monotonic() - ready
+        hub_drained = await asyncio.to_thread(hub_metrics, state)
+        asked_before = hub_requests(state, hub_drained)
         wanted = set(names)
         created = await wait_until(lambda: created_if_all(spokes, ns, wanted), within=60,
                                    what="every dispatched Job to be listed", interval=1)
         assert created is not None
-        # The work the drain left behind: mcad runs on while the hub is watched.
-        last_dispatch = max(created.values()) - ready_wall  # seconds since ready
+        # The work the drain left behind: mcad runs on while the hub is watched. The last
+        # dispatch is the last Job the late watch saw, if it saw the last stamped one.
+        stamped = max(created.values()) - ready_wall  # seconds since ready
+        last_name = max(created, key=lambda n: created[n])
+        watched = last_name in late_seen
+        last_dispatch = max(late_seen.values()) - ready if watched else stamped
         left = ready + last_dispatch + AFTER_DRAIN_S + 1.5 - time.monotonic()
-        say(f"mcad: every Job made; watching the hub for {AFTER_DRAIN_S:.0f} s after the "
-            "last dispatch")
-        asked_from = time.monotonic() - ready
-        hub_drained = await asyncio.to_thread(hub_metrics, state)
-        asked_before = hub_requests(state, hub_drained)
+        say(f"mcad: every Job made, the last {last_dispatch:.1f} s after ready "
+            f"({'watched' if watched else 'not watched: from its stamp'}; its stamp says "
+            f"{stamped:.1f} s); watching the hub for {AFTER_DRAIN_S:.0f} s after it")
         await asyncio.sleep(max(0.0, left))  # a measuring window, not a wait for a state
         after_text = await asyncio.to_thread(mcad.metrics)
         asked = most_asked(asked_before, await asyncio.to_thread(hub_requests, state))
@@ -837,6 +870,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     last = max(created[n] for n in names)
     after_drain = used_between(hub_cpu, last_dispatch, last_dispatch + AFTER_DRAIN_S) \
         / AFTER_DRAIN_S
+    after_stamped = used_between(hub_cpu, stamped, stamped + AFTER_DRAIN_S) / AFTER_DRAIN_S
     stored = used_between(hub_cpu, last_dispatch + STORED_IDLE_FROM_S,
                           last_dispatch + STORED_IDLE_FROM_S + IDLE_S) / IDLE_S \
         if stored_idle else float("nan")
@@ -881,6 +915,10 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         "cpu_mean": statistics.fmean(v for _, v in samples.cpu) if samples.cpu else 0.0,
         "hub_idle_cores": hub_idle, "after_drain_hub_cores": after_drain,
         "after_drain_hub_cpu_ratio": after_drain / hub_idle if hub_idle else float("inf"),
+        "after_drain_hub_cpu_ratio_stamped": after_stamped / hub_idle if hub_idle
+        else float("inf"),
+        "last_dispatch_watched": watched,
+        "last_dispatch_stamped_s": stamped,
         "hub_stored_idle_cores": stored,
         "after_drain_hub_cpu_ratio_stored": after_drain / stored if stored else float("inf"),
         "stored_idle_workqueue_depth": int(sample_value(stored_text, "mcad_workqueue_depth"))
@@ -1102,6 +1140,12 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"{f['after_drain_hub_busy_s']:.0f} s after the last dispatch; "
         f"{f['after_drain_hub_settled_cores']:.3f} cores 20-30 s after it) | "
         f"**{f['after_drain_hub_cpu_ratio']:.2f}** | <= 1.5 |",
+        f"| the same, from the last Job's creation stamp ({STAMP_NOTE}; the row above "
+        f"times the last dispatch "
+        + ("by a watch of the last Jobs" if f.get("last_dispatch_watched") else
+           "by its stamp too: the late watch missed it") + ") | "
+        f"{f.get('after_drain_hub_cpu_ratio_stamped', float('nan')):.2f} | (a second "
+        "measure) |",
         f"| the same, over the hub's idle level with the backlog's objects stored (mcad "
         f"running, {STORED_IDLE_FROM_S:.0f}-{STORED_IDLE_FROM_S + IDLE_S:.0f} s after the "
         f"last dispatch, work queue {f.get('stored_idle_workqueue_depth', -1)}: "
@@ -1109,7 +1153,8 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"{f.get('after_drain_hub_cpu_ratio_stored', float('nan')):.2f} | (a second "
         "measure, not the target's) |",
         f"| what the hub API server was asked most in that window (its own counters, read "
-        f"{f.get('after_drain_hub_asked_from_s', 0):.0f} s after the last dispatch, for "
+        f"from {f.get('after_drain_hub_asked_from_s', 0):.1f} s after the last dispatch, "
+        f"as mcad's counter said every one was made, for "
         f"{f.get('after_drain_hub_asked_for_s', 0):.0f} s) | "
         + ("; ".join(f"{what}: {n:,}" for what, n in f.get("after_drain_hub_asked") or [])
            or "-") + " | |",
@@ -1228,6 +1273,7 @@ def main() -> int:
     say(f"the hub API server after the last dispatch: {result['after_drain_hub_cores']:.3f} "
         f"cores against {result['hub_idle_cores']:.3f} idle "
         f"(x{result['after_drain_hub_cpu_ratio']:.2f}; at most x1.5 wanted; "
+        f"x{result['after_drain_hub_cpu_ratio_stamped']:.2f} from the last Job's stamp; "
         f"x{result['after_drain_hub_cpu_ratio_stored']:.2f} over its level with the "
         "backlog stored); asked most: "
         + "; ".join(f"{what}: {n:,}" for what, n in result["after_drain_hub_asked"]))
