@@ -39,6 +39,9 @@
    that level (``after_drain_hub_busy_s``), and its level in the last 10 s of the window
    (``after_drain_hub_settled_cores``: the hub idle with the backlog's objects in it).
 
+``--hub-tail-profile FILE`` serves the test bed's /debug/pprof and writes a CPU profile
+of the hub API server taken from when 25 dispatches are left, for 6 s (Go's pprof).
+
 Writes docs/benchmarks.md "Scale" and docs/img/scale.png unless --no-write; --json
 writes the figures (``ceiling_per_s``, ``ceiling_bracket_per_s``, ``mcad_per_s``,
 ``share_of_ceiling``, ``dispatched``, ``lease_losses``, ``probe_wait_p50_s``,
@@ -79,6 +82,7 @@ from bedtools import (
     Mcad,
     connected,
     install_mcad,
+    kubeconfig,
     kubectl,
     say,
     seen_objects,
@@ -89,6 +93,8 @@ from bedtools import (
 )
 from prerequisites import MATPLOTLIB, PY_SPY, TESTBED, check, py_spy
 
+from e2e.cluster.build import artifacts
+from e2e.cluster.components import PROFILING_ENV
 from e2e.cluster.topology import TestbedSpec, free_ports
 from e2e.waiting import wait_until
 from mcad.api.visibility import API_SERVICE
@@ -477,6 +483,23 @@ IDLE_S = 30.0
 idles at about 0.01 of a core: 30 s is 30 of /proc's 10 ms ticks)."""
 AFTER_DRAIN_S = 30.0
 """The window after the last dispatch whose hub CPU is held to the idle level."""
+TAIL_PROFILE: list[Path] = []
+"""``--hub-tail-profile``: where to write a CPU profile of the hub API server taken over
+the drain's last second and the seconds after it (Go's pprof format)."""
+TAIL_PROFILE_AHEAD = 25
+"""The tail profile starts when mcad's counter has this many dispatches left."""
+TAIL_PROFILE_S = 6
+
+
+def hub_profile(state: Any, out: Path, seconds: int) -> None:
+    """A CPU profile of the hub API server for ``seconds`` (the test bed must serve
+    /debug/pprof: ``PROFILING_ENV``)."""
+    with out.open("wb") as sink:
+        subprocess.run([str(artifacts().path("kubectl")), "--kubeconfig",
+                        str(kubeconfig(state, "hub")), "get", "--raw",
+                        f"/debug/pprof/profile?seconds={seconds}"], stdout=sink, check=True)
+
+
 STAMP_NOTE = "a second's resolution, taken as the middle of its second"
 LATE_WATCH = 300
 """The spokes' Jobs are watched from when this many dispatches are left (mcad's counter):
@@ -789,6 +812,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     unanswered: list[float] = []  # seconds since ready when it did not answer in 5 s
     limits: list[float] = []  # mcad_reconcile_limit, read with each answer
     late_seen: dict[str, float] = {}  # Job name: when the late watch saw it (monotonic)
+    tail_profile: list[asyncio.Task[None]] = []  # (--hub-tail-profile)
 
     async def drained() -> bool:
         nonlocal done, last_report
@@ -807,7 +831,12 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         answers.append(time.monotonic() - asked)
         done = int(sample_value(text, "mcad_dispatches_total"))
         limits.append(sample_value(text, "mcad_reconcile_limit"))
-        if done >= count - LATE_WATCH and len(watchers) == len(spokes) + 1:
+        left = count + len(probes) - done  # (mcad's counter counts the probes too)
+        if TAIL_PROFILE and left <= TAIL_PROFILE_AHEAD and not tail_profile:
+            tail_profile.append(asyncio.create_task(asyncio.to_thread(
+                hub_profile, state, TAIL_PROFILE[0], TAIL_PROFILE_S)))
+            say(f"profiling the hub API server for {TAIL_PROFILE_S} s into {TAIL_PROFILE[0]}")
+        if left <= LATE_WATCH and len(watchers) == len(spokes) + 1:
             watchers.extend(asyncio.create_task(last_jobs_seen(s, ns, late_seen))
                             for s in spokes)
         if time.monotonic() - last_report > 15:
@@ -848,6 +877,8 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
             f"({'watched' if watched else 'not watched: from its stamp'}; its stamp says "
             f"{stamped:.1f} s); watching the hub for {AFTER_DRAIN_S:.0f} s after it")
         await asyncio.sleep(max(0.0, left))  # a measuring window, not a wait for a state
+        for task in tail_profile:
+            await task  # (long done: 6 s from the drain's last second)
         after_text = await asyncio.to_thread(mcad.metrics)
         asked = most_asked(asked_before, await asyncio.to_thread(hub_requests, state))
         asked_for_s = time.monotonic() - ready - asked_from
@@ -1214,7 +1245,13 @@ def main() -> int:
                              "below half of the bracket")
     parser.add_argument("--mcad-config", type=Path,
                         help="mcad's policy file (YAML) to measure instead of the defaults")
+    parser.add_argument("--hub-tail-profile", type=Path,
+                        help="write a CPU profile of the hub API server over the drain's "
+                             f"last second and the {TAIL_PROFILE_S - 1} after it (pprof)")
     args = parser.parse_args()
+    if args.hub_tail_profile:
+        os.environ[PROFILING_ENV] = "1"
+        TAIL_PROFILE.append(args.hub_tail_profile.resolve())
     if args.mcad_config:
         MCAD_EXTRA.extend(["--config", str(args.mcad_config.resolve())])
     if args.smoke:
