@@ -40,7 +40,8 @@
    (``after_drain_hub_settled_cores``: the hub idle with the backlog's objects in it).
 
 ``--hub-tail-profile FILE`` serves the test bed's /debug/pprof and writes a CPU profile
-of the hub API server taken from when 25 dispatches are left, for 6 s (Go's pprof).
+of the hub API server for 6 s from when mcad's counter says every AppWrapper is
+dispatched (Go's pprof).
 
 Writes docs/benchmarks.md "Scale" and docs/img/scale.png unless --no-write; --json
 writes the figures (``ceiling_per_s``, ``ceiling_bracket_per_s``, ``mcad_per_s``,
@@ -485,9 +486,11 @@ AFTER_DRAIN_S = 30.0
 """The window after the last dispatch whose hub CPU is held to the idle level."""
 TAIL_PROFILE: list[Path] = []
 """``--hub-tail-profile``: where to write a CPU profile of the hub API server taken over
-the drain's last second and the seconds after it (Go's pprof format)."""
-TAIL_PROFILE_AHEAD = 25
-"""The tail profile starts when mcad's counter has this many dispatches left."""
+the seconds after the drain (Go's pprof format)."""
+TAIL_PROFILE_AHEAD = 0
+"""The tail profile starts when mcad's counter (read once a second) has this many
+dispatches left: with none left, within a second of the last dispatch's record, so it
+holds the seconds after the drain and little of the drain itself."""
 TAIL_PROFILE_S = 6
 
 
@@ -878,7 +881,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
             f"{stamped:.1f} s); watching the hub for {AFTER_DRAIN_S:.0f} s after it")
         await asyncio.sleep(max(0.0, left))  # a measuring window, not a wait for a state
         for task in tail_profile:
-            await task  # (long done: 6 s from the drain's last second)
+            await task  # (long done: 6 s from the drain's end)
         after_text = await asyncio.to_thread(mcad.metrics)
         asked = most_asked(asked_before, await asyncio.to_thread(hub_requests, state))
         asked_for_s = time.monotonic() - ready - asked_from
@@ -1246,8 +1249,8 @@ def main() -> int:
     parser.add_argument("--mcad-config", type=Path,
                         help="mcad's policy file (YAML) to measure instead of the defaults")
     parser.add_argument("--hub-tail-profile", type=Path,
-                        help="write a CPU profile of the hub API server over the drain's "
-                             f"last second and the {TAIL_PROFILE_S - 1} after it (pprof)")
+                        help=f"write a CPU profile of the hub API server over the "
+                             f"{TAIL_PROFILE_S} s after the drain (pprof)")
     args = parser.parse_args()
     if args.hub_tail_profile:
         os.environ[PROFILING_ENV] = "1"
