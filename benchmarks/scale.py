@@ -58,6 +58,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import bisect
 import contextlib
 import itertools
 import json
@@ -729,28 +730,41 @@ async def idle(state: Any, log: Path, ports: Ports) -> tuple[float, float]:
         unregister(state)
 
 
-async def sample_cpu(pid: int, out: list[tuple[float, float]], origin: float) -> None:
-    """(seconds since ``origin``, CPU seconds used so far) of ``pid``, once a second."""
+HUB_SAMPLE_S = 0.1
+"""How often the hub API server's CPU is read while mcad runs. Once a second was too
+coarse for the after-drain measure: the reading is interpolated between samples, so the
+second that straddles the last dispatch lent the window after it up to a second of the
+drain's CPU (0.6 cores there), more than the 1.5x of idle allows in all (0.22-0.28
+CPU-seconds). /proc counts in 10 ms ticks; a read costs microseconds."""
+
+
+async def sample_cpu(pid: int, out: list[tuple[float, float]], origin: float,
+                     every: float = 1.0) -> None:
+    """(seconds since ``origin``, CPU seconds used so far) of ``pid``, each ``every``
+    seconds."""
     while True:
         try:
             out.append((time.monotonic() - origin, cpu_of(pid)))
         except OSError:
             return
-        await asyncio.sleep(1)
+        await asyncio.sleep(every)
 
 
 def used_between(series: list[tuple[float, float]], start: float, end: float) -> float:
     """CPU seconds used between ``start`` and ``end`` by a process sampled as
     ``sample_cpu`` does, its cumulative reading interpolated between samples."""
+    times = [t for t, _ in series]
+
     def at(moment: float) -> float:
-        before = [(t, v) for t, v in series if t <= moment]
-        after = [(t, v) for t, v in series if t >= moment]
-        if not before:
+        i = bisect.bisect_left(times, moment)
+        if i < len(times) and times[i] == moment:
+            return series[i][1]
+        if i == 0:
             return series[0][1]
-        if not after:
+        if i == len(times):
             return series[-1][1]
-        (t0, v0), (t1, v1) = before[-1], after[0]
-        return v0 if t1 == t0 else v0 + (v1 - v0) * (moment - t0) / (t1 - t0)
+        (t0, v0), (t1, v1) = series[i - 1], series[i]
+        return v0 + (v1 - v0) * (moment - t0) / (t1 - t0)
     return at(end) - at(start) if series else 0.0
 
 
@@ -795,7 +809,8 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     sampler = asyncio.create_task(sample_process(mcad.proc.pid, samples, ready))
     hub_cpu: list[tuple[float, float]] = []
     stored_text = ""  # (mcad's metrics at the end of the stored-idle window)
-    hub_sampler = asyncio.create_task(sample_cpu(hub_apiserver(state), hub_cpu, ready))
+    hub_sampler = asyncio.create_task(sample_cpu(hub_apiserver(state), hub_cpu, ready,
+                                                 every=HUB_SAMPLE_S))
     probes: dict[str, float] = {}
     done = 0  # dispatches so far, probes included (mcad's counter, read once a second)
 
