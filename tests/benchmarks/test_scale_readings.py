@@ -51,3 +51,18 @@ def test_a_probes_steps_are_medians_over_the_probes_that_reached_each(
     assert steps == pytest.approx({"returned": 0.5, "created": 0.7, "dispatched": 1.0,
                                    "job": 2.5})
     assert "finalizer" not in steps  # no probe reached it: not a median of nothing
+
+
+def test_cpu_between_two_moments_is_interpolated_between_the_samples_around_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The after-drain window is read from cumulative CPU samples: a moment between two
+    samples takes the straight line between them, a moment on a sample takes it, and
+    moments outside the series take its ends (the bisecting lookup, against the scan it
+    replaced)."""
+    scale = load(monkeypatch, "scale")
+    series = [(0.0, 0.0), (0.1, 0.06), (0.2, 0.12), (0.3, 0.12), (1.3, 0.13)]
+    assert scale.used_between(series, 0.05, 0.25) == pytest.approx(0.09)
+    assert scale.used_between(series, 0.1, 0.3) == pytest.approx(0.06)
+    assert scale.used_between(series, 0.3, 0.8) == pytest.approx(0.005)
+    assert scale.used_between(series, -1.0, 9.0) == pytest.approx(0.13)
+    assert scale.used_between([], 0.0, 1.0) == 0.0
