@@ -31,7 +31,8 @@
    terms lost (``mcad_leadership_lost_total``), and the controller's RSS and CPU (from
    /proc), sampled every second.
 6. The work left behind: mcad keeps running for 30 s after the last dispatch (the last
-   Job seen created by a watch of the spokes' Jobs started when ``LATE_WATCH`` are left;
+   Job seen created by a watch of the spokes' Jobs started when ``LATE_WATCH_SHARE`` are
+   left;
    from its creation stamp if that watch missed it, and as a second figure,
    ``after_drain_hub_cpu_ratio_stamped``), and the
    hub API server's CPU in those 30 s over its idle level (``after_drain_hub_cpu_ratio``;
@@ -343,7 +344,7 @@ async def created_jobs(spokes: list[Connection], ns: str) -> dict[str, float]:
 
 async def last_jobs_seen(conn: Connection, ns: str, seen: dict[str, float]) -> None:
     """Each Job created in ``ns`` on ``conn`` from now on, by name: when this watch saw
-    it (monotonic seconds). Started near the drain's end only (``LATE_WATCH``), so the
+    it (monotonic seconds). Started near the drain's end only (``LATE_WATCH_SHARE``), so the
     last dispatch is timed to the watch's delay, not to the second of its stamp; its
     events are a few hundred, not the backlog's."""
     path = JOBS.path(namespace=ns)
@@ -505,9 +506,12 @@ def hub_profile(state: Any, out: Path, seconds: int) -> None:
 
 
 STAMP_NOTE = "a second's resolution, taken as the middle of its second"
-LATE_WATCH = 300
-"""The spokes' Jobs are watched from when this many dispatches are left (mcad's counter):
-the last dispatch is the last Job that watch saw created."""
+LATE_WATCH_SHARE = 1 / 50
+"""The spokes' Jobs are watched from when this share of the dispatches is left (mcad's
+counter; at least 20): the last dispatch is the last Job that watch saw created. Its
+events are load of the instrument inside mcad's window, so it is kept to the last 2%
+(200 of 10,000; the smoke's 20 of 1,000), not a fixed 300, which was 30% of the smoke's
+drain."""
 STORED_IDLE_FROM_S = 60.0
 """When (seconds after the last dispatch) the second idle level is read, for ``IDLE_S``:
 the hub with the backlog's objects stored and mcad running, once nothing is left to do
@@ -854,7 +858,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
             tail_profile.append(asyncio.create_task(asyncio.to_thread(
                 hub_profile, state, TAIL_PROFILE[0], TAIL_PROFILE_S)))
             say(f"profiling the hub API server for {TAIL_PROFILE_S} s into {TAIL_PROFILE[0]}")
-        if left <= LATE_WATCH and len(watchers) == len(spokes) + 1:
+        if left <= max(20, count * LATE_WATCH_SHARE) and len(watchers) == len(spokes) + 1:
             watchers.extend(asyncio.create_task(last_jobs_seen(s, ns, late_seen))
                             for s in spokes)
         if time.monotonic() - last_report > 15:
