@@ -379,6 +379,29 @@ CASES = [
                                        "even with nothing else running"},
     ),
     CycleCase(
+        id="two gangs of one shape short of quota that fit no node are told of their own Job",
+        # The lasting cause is cached per shape; each is told of its own pods (a full and
+        # a carried cycle ask in a different order, and must say the same).
+        snapshot=lambda: one_spoke().quota(gold_silver(root=24, gold=16, silver=8, hard=True))
+        .add(make_entry("running").job(gpu=8).labels(quota_context="gold").admitted("spoke-1"),
+             make_entry("first").demand(demand_of(pod_set(source="GenericItems[0] Job/first",
+                                                          gpu=16)))
+             .labels(quota_context="gold"),
+             make_entry("second").demand(demand_of(pod_set(
+                 source="GenericItems[0] Job/second", gpu=16)))
+             .labels(quota_context="gold").created(at(1))).obj(),
+        want_pending={"default/first": "InsufficientCapacity",
+                      "default/second": "InsufficientCapacity"},
+        want_messages={
+            "default/first": "spoke-1: no node has 16 free nvidia.com/gpu for a pod of "
+                             "GenericItems[0] Job/first (largest free: 8 on node "
+                             "spoke-1-node-1); it does not fit even with nothing else running",
+            "default/second": "spoke-1: no node has 16 free nvidia.com/gpu for a pod of "
+                              "GenericItems[0] Job/second (largest free: 8 on node "
+                              "spoke-1-node-1); it does not fit even with nothing else "
+                              "running"},
+    ),
+    CycleCase(
         id="a gang that never fits a node's shape says so per node",
         snapshot=lambda: make_snapshot(now=at(100)).clusters(
             make_cluster("spoke-1").nodes(4, gpu=8))

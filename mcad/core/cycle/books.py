@@ -169,9 +169,10 @@ class CycleBooks:
         self._assignments: dict[object, QuotaAssignment | QuotaProblem] = {}
         self.quota_misfits: dict[tuple[int, ResourceList], Blocked] = {}
         """(the assignment's id, the demand's total) -> why it did not fit."""
-        self.lasting: dict[tuple[object, ...], Blocked | None] = {}
+        self.lasting: dict[tuple[object, ...], tuple[tuple[PodSet, ...], Blocked | None]] = {}
         """Shapes (with candidates) short of quota that no candidate could ever hold
-        (``mcad.core.placement.lasting``), and None for those one could."""
+        (``mcad.core.placement.lasting``), and None for those one could; with the pod
+        sets its sentence names (``nodefit.retell``)."""
         self.capacity_misfits: dict[tuple[object, ...],
                                     tuple[tuple[PodSet, ...] | None, Blocked]] = {}
         """(pod shapes, candidate clusters) -> why it did not fit, and the pod sets its

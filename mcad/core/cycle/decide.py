@@ -381,17 +381,24 @@ def _lasting(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
              candidates: tuple[int, ...]) -> Blocked | None:
     """A gang short of quota that no cluster it may use could hold even empty waits for
     that, which waiting will not change (``mcad.core.placement.lasting``); cached per shape and
-    candidates for the cycle. None: quota is its cause (or it is elastic)."""
+    candidates for the cycle, its sentence retold of the asker's own pod sets (as a
+    cached misfit of capacity is: which AppWrapper of a shape asks first differs
+    between a full cycle and a carried one). None: quota is its cause (or it is
+    elastic)."""
     if entry.elastic_min is not None:
         return None
     key = (demand.shape, candidates)
     try:
-        return books.lasting[key]
+        told, found = books.lasting[key]
     except KeyError:
         sentence = never_fits(books.board, demand, candidates)
-        found = books.lasting[key] = None if sentence is None else Blocked(
+        found = None if sentence is None else Blocked(
             PendingReason.INSUFFICIENT_CAPACITY, sentence, could_run=False)
+        books.lasting[key] = (demand.pod_sets, found)
         return found
+    if found is not None and told is not demand.pod_sets:
+        found = replace(found, message=retell(found.message, told, demand.pod_sets))
+    return found
 
 
 def _place(books: CycleBooks, entry: AppWrapperEntry, demand: Demand,
