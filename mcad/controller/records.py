@@ -31,12 +31,13 @@ The AppWrapper's status on the hub remains the source of truth for what was deci
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NewType, TypeVar
+
+from pydantic_core import to_json
 
 from mcad.api.conversion import V1BETA2_KEPT, V1beta2Facts, kept_facts
 from mcad.config import RunConfig
@@ -211,8 +212,7 @@ class Observed:
         # dicts and lists (2.8 KB), kept for every AppWrapper for as long as it lives,
         # and read only per generation (demand, manifests, digest) or in a few fields.
         self._obj = {k: v for k, v in obj.items() if k != "spec"}
-        self._spec = None if spec is None else json.dumps(
-            spec, separators=(",", ":")).encode()
+        self._spec = None if spec is None else to_json(spec)  # (pydantic_core's: 4x json's pace)
         self._taken += 1
         meta = obj.get("metadata") or {}
         generation = int(meta.get("generation", 0) or 0)

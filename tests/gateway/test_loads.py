@@ -37,3 +37,21 @@ def test_an_objects_managed_fields_are_dropped_as_it_is_decoded() -> None:
         "data": {"managedFields": "a user's own key"}}))
     assert obj == {"metadata": {"name": "a", "resourceVersion": "7"},
                    "data": {"managedFields": "a user's own key"}}
+
+
+def test_the_managed_fields_of_a_watch_events_object_and_of_list_items_are_dropped() -> None:
+    managed = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    event = loads(json.dumps({"type": "MODIFIED", "object": {"metadata": {
+        "name": "a", "resourceVersion": "7", "managedFields": managed}}}))
+    assert event["object"]["metadata"] == {"name": "a", "resourceVersion": "7"}
+    page = loads(json.dumps({"metadata": {"resourceVersion": "9"}, "items": [
+        {"metadata": {"name": n, "resourceVersion": "8", "managedFields": managed}}
+        for n in ("a", "b")]}))
+    assert [item["metadata"] for item in page["items"]] == [
+        {"name": "a", "resourceVersion": "8"}, {"name": "b", "resourceVersion": "8"}]
+
+
+def test_what_the_fast_decoder_refuses_is_decoded_as_python_decodes_it() -> None:
+    # An escaped lone surrogate: valid JSON to Python, refused by pydantic_core.
+    text = '{"metadata": {"resourceVersion": "1", "managedFields": []}, "note": "\\ud800"}'
+    assert loads(text) == {"metadata": {"resourceVersion": "1"}, "note": "\ud800"}
