@@ -10,7 +10,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from e2e.clusters import Cluster
+import yaml
+
+from e2e.clusters import Cluster, kubectl
 from e2e.dispatch.conftest import (
     ControllerProcess,
     create_aw,
@@ -19,6 +21,8 @@ from e2e.dispatch.conftest import (
     wait_state,
 )
 from e2e.waiting import wait_until
+from mcad.api.visibility import API_SERVICE
+from mcad.webhook.apiservice import EXTERNAL_SERVICE
 
 SPOKES = ("spoke-1", "spoke-2")
 FAILOVER_LIMIT_S = 20.0
@@ -162,3 +166,25 @@ async def test_a_reset_in_flight_survives_a_leader_change_and_finishes_once(
         standby.stop()
         if mcad.proc is None or mcad.proc.poll() is not None:
             mcad.start()
+
+
+def test_a_leader_is_ready_only_once_its_registration_is_in_place(
+        mcad: ControllerProcess, hub_crds: Cluster, kubectl_path: Path) -> None:
+    """/readyz says ready once the leader's first registration pass is done: the APIService
+    already names this replica when ``start`` (which waits for ready) returns. Before, it
+    said ready once the certificate was loaded, and the pass's last write (the
+    APIService) could land after a ``kubectl apply`` of the manifests that followed the
+    start, undoing it: the fresh-clone CI of d0ece2c failed so in e2e/install/conftest.py,
+    right after test_leader_election restarted the session's controller. Alone, this
+    test passed on the code before too (the pass usually ends before the caches are
+    listed): it states the rule, it does not force the race."""
+    mcad.stop()
+    try:
+        # Another registration in its place, as a replica gone (or the manifests) left it.
+        kubectl(kubectl_path, hub_crds, "patch", "apiservice", API_SERVICE, "--type=merge",
+                "-p", '{"spec": {"service": {"name": "mcad-visibility", "port": 443}}}')
+    finally:
+        mcad.start()
+    service = yaml.safe_load(kubectl(kubectl_path, hub_crds, "get", "apiservice", API_SERVICE,
+                                     "-o", "yaml"))["spec"]["service"]
+    assert (service["name"], service["port"]) == (EXTERNAL_SERVICE, mcad.tls_port)

@@ -274,6 +274,9 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
                           "(127.0.0.1:PORT)")
     reviews = Reviews(hub)
 
+    registering: list[CertManager] = []
+    """The leader's certificate and registration task, while it leads."""
+
     def readiness() -> tuple[bool, str]:
         if webhook is not None and not webhook.serving.is_set():
             return False, "the admission webhook has no certificate yet (the leader issues " \
@@ -287,17 +290,22 @@ async def _run(kubeconfig: Path | None, config: RunConfig, args: argparse.Namesp
                          f"{elector.holder or 'nobody yet'}"
         if not current:
             return False, ""
+        if registering and not registering[0].registered:
+            return False, ("registering the webhooks and the visibility API with the hub "
+                           "(the leader's first pass)")
         if current[0].ready():
             return True, "ready"
         return False, current[0].not_ready_reason()
 
     async def lead() -> None:
-        extra = [("webhook certificates", CertManager(
-            hub=hub, namespace=config.namespace, registration=registration,
-            issued=webhook.reload_soon if webhook else lambda: None,
-            pod_ip=os.environ.get("POD_IP") or None,
-            port=lambda: webhook.port if webhook else 0).run)] \
-            if registration is not None else []
+        registering.clear()
+        if registration is not None:
+            registering.append(CertManager(
+                hub=hub, namespace=config.namespace, registration=registration,
+                issued=webhook.reload_soon if webhook else lambda: None,
+                pod_ip=os.environ.get("POD_IP") or None,
+                port=lambda: webhook.port if webhook else 0))
+        extra = [("webhook certificates", registering[0].run)] if registering else []
         controller = Controller(hub=hub, config=config, local=args.local,
                                 workers=config.workers,
                                 connect_hub=lambda name: _connect_hub(kubeconfig, name),

@@ -171,6 +171,12 @@ class CertManager:
         """This replica's pod address (in a cluster): the visibility Service's endpoint."""
         self.port = port
         """The port this replica's TLS server listens on."""
+        self.registered = False
+        """Whether a whole ``ensure`` has succeeded: the certificate, the webhooks, the
+        conversion and the visibility APIService as this replica serves them. Readiness
+        waits for it on the leader: before it, a client (or ``kubectl apply`` of the
+        manifests) could see the registration of a replica gone, and have it rewritten
+        under its feet a moment later."""
 
     async def run(self) -> None:
         while True:
@@ -179,6 +185,7 @@ class CertManager:
             except Conflict:
                 await asyncio.sleep(1)
                 continue
+            self.registered = True
             await asyncio.sleep(CHECK_EVERY_S)
 
     async def ensure(self) -> CertBundle:
