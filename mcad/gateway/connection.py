@@ -280,8 +280,9 @@ class Connection:
 
 
 SHARED_VALUE_CHARS = 63
-"""String values up to this long (in UTF-8 bytes) are shared between objects (see
-``loads``: pydantic_core's string cache takes those under 64 bytes)."""
+"""String values up to this long are shared between objects (see ``loads``:
+pydantic_core's string cache takes those under 64 bytes of UTF-8; its fallback here
+counts characters)."""
 
 
 def _shared(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
