@@ -6,6 +6,7 @@ it takes over within a few seconds; and no AppWrapper is ever dispatched twice."
 from __future__ import annotations
 
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,13 @@ FAILOVER_LIMIT_S = 20.0
 
 
 def readyz(proc: ControllerProcess) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{proc.port}/readyz", timeout=5) as r:
-        return str(r.read().decode())
+    """What /readyz says, ready or not (a 503 says why: a new leader is not ready until
+    its caches are listed and its first registration pass is done)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{proc.port}/readyz", timeout=5) as r:
+            return str(r.read().decode())
+    except urllib.error.HTTPError as err:
+        return str(err.read().decode())
 
 
 async def dispatch_events(hub: Cluster, namespace: str) -> dict[str, int]:
