@@ -22,6 +22,7 @@ import yaml
 from mcad.api import appwrapper, appwrapper_v1beta2
 from mcad.api.conversion import CONVERSION_SERVICE_PORT, CONVERT_PATH, to_v1beta2
 from mcad.config import RunConfig
+from mcad.gateway.errors import Conflict
 from mcad.webhook import conversion
 from mcad.webhook.certmanager import APPWRAPPERS_CRD, CertManager, Registration, configuration
 from mcad.webhook.review import MATCH_CONDITIONS, plan_review
@@ -240,3 +241,29 @@ def test_what_the_api_server_skips_is_what_the_review_would_allow(
                                     "object": new, "oldObject": old}}, config=RunConfig())
     checked = bool(plan.problems or plan.checks)
     assert checked is reviewed
+
+
+@pytest.mark.looptime
+async def test_the_registration_counts_as_done_only_after_a_whole_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``registered`` (what the leader's /readyz waits for) turns true after the first
+    ``ensure`` that got through, not after a pass a Conflict cut short."""
+    hub = Hub(manifests_crd())
+    manager = CertManager(hub=hub.transport.connection("hub"), namespace="mcad-system",
+                          registration=Registration(url="https://10.0.0.5:9443/validate"))
+    passes: list[str] = []
+
+    async def ensure() -> None:
+        passes.append("conflict" if not passes else "done")
+        if len(passes) == 1:
+            raise Conflict("the CRD changed meanwhile", cluster="hub")
+
+    monkeypatch.setattr(manager, "ensure", ensure)
+    task = asyncio.create_task(manager.run())
+    await asyncio.sleep(0.5)
+    assert (passes, manager.registered) == (["conflict"], False)
+    await asyncio.sleep(1)
+    assert (passes, manager.registered) == (["conflict", "done"], True)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
