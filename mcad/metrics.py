@@ -172,7 +172,8 @@ _leadership_lost = Counter(
     registry=REGISTRY)
 _events_dropped = Counter(
     "mcad_events_dropped_total", "Kubernetes Events not recorded because the sender's queue "
-    "was full (the hub is slow to take them).", registry=REGISTRY)
+    "was full, or its share for Normal Events was (the hub is slow to take them).",
+    registry=REGISTRY)
 _history_bytes = Gauge(
     "mcad_runtime_history_bytes", "Bytes of the run-time history as last written to "
     "ConfigMap mcad-runtimes (trimmed to a budget of 921,600; a ConfigMap holds 1 MiB).",
@@ -378,7 +379,7 @@ def count_leadership_lost() -> None:
 
 
 def count_event_dropped() -> None:
-    """An Event was dropped: the event sender's queue was full."""
+    """An Event was dropped: the event sender's queue, or its Normal share, was full."""
     _events_dropped.inc()
 
 
