@@ -66,3 +66,24 @@ def test_cpu_between_two_moments_is_interpolated_between_the_samples_around_them
     assert scale.used_between(series, 0.3, 0.8) == pytest.approx(0.005)
     assert scale.used_between(series, -1.0, 9.0) == pytest.approx(0.13)
     assert scale.used_between([], 0.0, 1.0) == 0.0
+
+
+def test_the_cpu_table_gives_the_reporting_ceiling_its_own_column_when_it_ran(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    scale = load(monkeypatch, "scale")
+    ceiling = {"kube-apiserver (hub)": 8.0, "etcd": 4.0}
+    drain = {"kube-apiserver (hub)": 25.0, "mcad": 9.0}
+    reporting = {"kube-apiserver (hub)": 14.0, "etcd": 5.0, "benchmark": 2.0}
+    both = scale.cpu_table(ceiling, drain, 23.0, 40.0, reporting_cpu=reporting,
+                           reporting_roof=33.0)
+    assert "| process | ceiling (the burst before the drain) | reporting ceiling | " \
+        "mcad's drain |" in both
+    # Rows by the most any column spent; a process absent from a column counts 0 there.
+    assert both.index("| kube-apiserver (hub) | 8.0 | 14.0 | 25.0 |") \
+        < both.index("| mcad | 0.0 | 0.0 | 9.0 |") < both.index("| etcd | 4.0 | 5.0 | 0.0 |")
+    assert "| **all** | **12.0** | **21.0** | **34.0** |" in both
+    assert "| AppWrappers/s | 40 | 33 | 23 |" in both
+    # Without it (the smoke), the table keeps its two columns.
+    two = scale.cpu_table(ceiling, drain, 23.0, 40.0)
+    assert "| **all** | **12.0** | **34.0** |" in two
+    assert not any("reporting" in line for line in two)
