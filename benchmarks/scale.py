@@ -273,8 +273,9 @@ REPORTING = ("mcad's 3 writes and a fourth, the PodsReady status, per AppWrapper
 """What the reporting ceiling adds to the issue's: the least a dispatcher that reads its
 own writes back (to decide from what the hub holds) and reports its pods' readiness in
 the AppWrapper's status (as v1beta2 users rely on) costs the API servers per AppWrapper.
-It still leaves out what is mcad's own choice: Events, fenced writes, the conversions
-mcad's own v1beta1 reads may need, and waiting for the pods before the fourth write."""
+It still leaves out what is mcad's own choice: Events, fenced writes, and waiting for
+the pods before the fourth write. The hub's v1beta2 watch converts each write in both
+(answered by the stand-in here, by mcad in the drain)."""
 
 
 async def read_back(conn: Connection, ref: ResourceRef, ns: str,
