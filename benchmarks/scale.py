@@ -217,7 +217,8 @@ async def ceiling(hub: Connection, spokes: list[Connection], count: int, *,
     names = [f"c-{i:05d}" for i in range(count)]
     await bounded(names, lambda n: verbs.create(hub, refs.APPWRAPPERS, small_aw(n),
                                                 namespace=ns))
-    say(f"ceiling: {count} AppWrappers made; timing the three writes of each")
+    say(f"{'reporting ' if reporting else ''}ceiling: {count} AppWrappers made; timing the "
+        f"{'four writes and the reads' if reporting else 'three writes'} of each")
 
     async def dispatch_like(index_name: tuple[int, str]) -> None:
         index, name = index_name
