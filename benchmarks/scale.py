@@ -528,6 +528,36 @@ def sample_value(metrics_text: str, name: str) -> float:
                if line.startswith((name + " ", name + "{")))
 
 
+@dataclass(frozen=True)
+class GcReading:
+    """The hub API server's Go collector, from one /metrics page: cycles so far, when the
+    last one ended (epoch seconds) and the heap in use (bytes); NaN where absent."""
+
+    cycles: float
+    last_end: float
+    heap: float
+
+    @classmethod
+    def of(cls, text: str) -> GcReading:
+        def one(name: str) -> float:
+            found = [line for line in text.splitlines()
+                     if line.startswith((name + " ", name + "{"))]
+            return float(found[0].rsplit(" ", 1)[1]) if found else float("nan")
+
+        return cls(one("go_gc_duration_seconds_count"),
+                   one("go_memstats_last_gc_time_seconds"),
+                   one("go_memstats_heap_inuse_bytes"))
+
+
+def gc_after(start: GcReading, end: GcReading, since: float) -> tuple[float, float]:
+    """Collector cycles that ended after epoch second ``since`` as far as two readings
+    taken after it tell (the cycles between them, and one more if the last that ``start``
+    saw ended after ``since``), and seconds from ``since`` to the end of the last one
+    ``end`` saw (negative: none ended after it)."""
+    cycles = end.cycles - start.cycles + (1 if start.last_end >= since else 0)
+    return cycles, end.last_end - since
+
+
 PROBE_EVERY_S = 3.0
 
 
@@ -952,7 +982,8 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         for task in tail_profile:
             await task  # (long done: 6 s from the drain's end)
         after_text = await asyncio.to_thread(mcad.metrics)
-        asked = most_asked(asked_before, await asyncio.to_thread(hub_requests, state))
+        hub_after = await asyncio.to_thread(hub_metrics, state)
+        asked = most_asked(asked_before, hub_requests(state, hub_after))
         asked_for_s = time.monotonic() - ready - asked_from
         if stored_idle:
             say(f"reading the hub's idle level with the backlog stored, "
@@ -980,6 +1011,9 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     waits = sorted(seen.jobs[p] - t for p, t in probes.items() if p in seen.jobs)
     cycle = buckets_of(metrics_text, "mcad_dispatch_cycle_duration_seconds")
     conversions = conversions_between(hub_before, hub_drained)
+    gc_before, gc_drained, gc_end = (GcReading.of(t) for t in (hub_before, hub_drained,
+                                                                hub_after))
+    gc_cycles, gc_last = gc_after(gc_drained, gc_end, ready_wall + last_dispatch)
     renewals = buckets_of(metrics_text, "mcad_lease_renewal_seconds")
     return {
         "appwrappers": count, "dispatched": len(wanted & created.keys()),
@@ -1039,6 +1073,10 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
                                                          "mcad_status_writes_waiting")),
         "workqueue_depth_at_end": int(sample_value(after_text, "mcad_workqueue_depth")),
         "after_drain_hub_asked": asked,
+        "drain_hub_gc_cycles": gc_drained.cycles - gc_before.cycles,
+        "drain_hub_heap_mb": gc_drained.heap / 2**20,
+        "after_drain_hub_gc_cycles": gc_cycles,
+        "after_drain_hub_last_gc_s": gc_last,
         "after_drain_hub_asked_from_s": asked_from - last_dispatch,
         "after_drain_hub_asked_for_s": asked_for_s,
         "profile": profiled,
@@ -1267,6 +1305,13 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"{f.get('after_drain_hub_asked_for_s', 0):.0f} s) | "
         + ("; ".join(f"{what}: {n:,}" for what, n in f.get("after_drain_hub_asked") or [])
            or "-") + " | |",
+        *([f"| the hub API server's Go collector (its /metrics): cycles in the drain; "
+           f"heap in use at its end; cycles ending in the window after it, the last "
+           f"this long after the last dispatch | {f['drain_hub_gc_cycles']:.0f} (one every "
+           f"{f['drain_s'] / max(f['drain_hub_gc_cycles'], 1):.1f} s); "
+           f"{f['drain_hub_heap_mb']:,.0f} MB; {f['after_drain_hub_gc_cycles']:.0f}, "
+           f"{f['after_drain_hub_last_gc_s']:.1f} s | |"]
+          if "drain_hub_gc_cycles" in f else []),
         f"| mcad start to ready ({f['appwrappers']:,} queued) | {f['startup_s']:.1f} s | |", "",
         "![Dispatch rate, queue, RSS and CPU while the backlog drains](img/scale.png)", "",
         *cpu_table(f.get("ceiling_cpu_ms_per_appwrapper") or {},

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tests.benchmarks.test_scale_conversions import load
@@ -87,3 +89,29 @@ def test_the_cpu_table_gives_the_reporting_ceiling_its_own_column_when_it_ran(
     two = scale.cpu_table(ceiling, drain, 23.0, 40.0)
     assert "| **all** | **12.0** | **34.0** |" in two
     assert not any("reporting" in line for line in two)
+
+
+def gc_page(cycles: int, last_end: float, heap: int) -> str:
+    return "\n".join([
+        'go_gc_duration_seconds{quantile="0.5"} 0.0001',
+        "go_gc_duration_seconds_sum 0.5",
+        f"go_gc_duration_seconds_count {cycles}",
+        f"go_memstats_last_gc_time_seconds {last_end}",
+        f"go_memstats_heap_inuse_bytes {heap}",
+    ])
+
+
+def test_the_hubs_collector_cycles_after_the_drain_count_one_that_ended_before_the_reading(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    scale = load(monkeypatch, "scale")
+    drained = scale.GcReading.of(gc_page(40, 1001.5, 800 * 2**20))
+    end = scale.GcReading.of(gc_page(41, 1020.0, 820 * 2**20))
+    assert drained == scale.GcReading(40, 1001.5, 800 * 2**20)
+    # The last dispatch at 1000: the cycle that ended at 1001.5 (seen at the first
+    # reading) and the one between the readings.
+    assert scale.gc_after(drained, end, 1000.0) == (2, 20.0)
+    # The last dispatch at 1002: only the cycle between the readings.
+    assert scale.gc_after(drained, end, 1002.0) == (1, 18.0)
+    # A page without the collector's series says nothing, rather than zero.
+    absent = scale.GcReading.of("apiserver_request_total 3")
+    assert all(math.isnan(v) for v in (absent.cycles, absent.last_end, absent.heap))
