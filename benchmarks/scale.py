@@ -1306,11 +1306,13 @@ def render(f: dict[str, Any], nodes: int) -> str:
         + ("; ".join(f"{what}: {n:,}" for what, n in f.get("after_drain_hub_asked") or [])
            or "-") + " | |",
         *([f"| the hub API server's Go collector (its /metrics): cycles in the drain; "
-           f"heap in use at its end; cycles ending in the window after it, the last "
-           f"this long after the last dispatch | {f['drain_hub_gc_cycles']:.0f} (one every "
+           f"heap in use at its end; cycles ending in the window after it | "
+           f"{f['drain_hub_gc_cycles']:.0f} (one every "
            f"{f['drain_s'] / max(f['drain_hub_gc_cycles'], 1):.1f} s); "
-           f"{f['drain_hub_heap_mb']:,.0f} MB; {f['after_drain_hub_gc_cycles']:.0f}, "
-           f"{f['after_drain_hub_last_gc_s']:.1f} s | |"]
+           f"{f['drain_hub_heap_mb']:,.0f} MB; {f['after_drain_hub_gc_cycles']:.0f} (the "
+           f"last ended {abs(f['after_drain_hub_last_gc_s']):.1f} s "
+           f"{'after' if f['after_drain_hub_last_gc_s'] >= 0 else 'before'} the last "
+           "dispatch) | |"]
           if "drain_hub_gc_cycles" in f else []),
         f"| mcad start to ready ({f['appwrappers']:,} queued) | {f['startup_s']:.1f} s | |", "",
         "![Dispatch rate, queue, RSS and CPU while the backlog drains](img/scale.png)", "",
