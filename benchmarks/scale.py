@@ -107,6 +107,7 @@ from e2e.cluster.components import PROFILING_ENV
 from e2e.cluster.topology import TestbedSpec, free_ports
 from e2e.waiting import wait_until
 from mcad.api.visibility import API_SERVICE
+from mcad.controller.clock import rfc3339, utcnow
 from mcad.core.life.wrapping import UID_LABEL
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
@@ -234,15 +235,15 @@ async def ceiling(hub: Connection, spokes: list[Connection], count: int, *,
                 "running": 1, "pending": 0, "conditions": [{
                     "type": "PodsReady", "status": "True", "reason": "PodsReady",
                     "message": "1 of 1 pods ready",
-                    "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                        time.gmtime())}]}},
+                    "lastTransitionTime": rfc3339(utcnow())}]}},
                 namespace=ns, subresource="status")
 
     reads = [(hub, refs.APPWRAPPERS), *((s, PODS) for s in spokes)] if reporting else []
     listed = [asyncio.Event() for _ in reads]
     watchers = [asyncio.create_task(read_back(conn, ref, ns, done))
                 for (conn, ref), done in zip(reads, listed, strict=True)]
-    await asyncio.gather(*(done.wait() for done in listed))
+    # Bounded: a watch that failed outright would otherwise hold the run here, silent.
+    await asyncio.wait_for(asyncio.gather(*(done.wait() for done in listed)), LISTED_WITHIN_S)
     started, cpu_before = time.monotonic(), cpu_seconds()
     await bounded(list(enumerate(names)), dispatch_like)
     rate = count / (time.monotonic() - started)
@@ -277,6 +278,10 @@ the AppWrapper's status (as v1beta2 users rely on) costs the API servers per App
 It still leaves out what is mcad's own choice: Events, fenced writes, and waiting for
 the pods before the fourth write. The hub's v1beta2 watch converts each write in both
 (answered by the stand-in here, by mcad in the drain)."""
+
+
+LISTED_WITHIN_S = 60.0
+"""How long the reporting ceiling waits for its watches' first lists."""
 
 
 async def read_back(conn: Connection, ref: ResourceRef, ns: str,
@@ -522,10 +527,12 @@ def highest_bucket(buckets: list[tuple[float, float]]) -> float:
     return top
 
 
-def sample_value(metrics_text: str, name: str) -> float:
-    """Sample ``name`` on a /metrics page, summed over its label sets (0 when absent)."""
-    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
-               if line.startswith((name + " ", name + "{")))
+def sample_value(metrics_text: str, name: str, absent: float = 0.0) -> float:
+    """Sample ``name`` on a /metrics page, summed over its label sets (``absent`` when
+    the page has none)."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+              if line.startswith((name + " ", name + "{"))]
+    return sum(values) if values else absent
 
 
 @dataclass(frozen=True)
@@ -539,14 +546,10 @@ class GcReading:
 
     @classmethod
     def of(cls, text: str) -> GcReading:
-        def one(name: str) -> float:
-            found = [line for line in text.splitlines()
-                     if line.startswith((name + " ", name + "{"))]
-            return float(found[0].rsplit(" ", 1)[1]) if found else float("nan")
-
-        return cls(one("go_gc_duration_seconds_count"),
-                   one("go_memstats_last_gc_time_seconds"),
-                   one("go_memstats_heap_inuse_bytes"))
+        nan = float("nan")
+        return cls(sample_value(text, "go_gc_duration_seconds_count", nan),
+                   sample_value(text, "go_memstats_last_gc_time_seconds", nan),
+                   sample_value(text, "go_memstats_heap_inuse_bytes", nan))
 
 
 def gc_after(start: GcReading, end: GcReading, since: float) -> tuple[float, float]:
