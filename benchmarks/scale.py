@@ -412,6 +412,47 @@ async def last_jobs_seen(conn: Connection, ns: str, seen: dict[str, float]) -> N
             seen.setdefault(line["object"]["metadata"]["name"], time.monotonic())
 
 
+@dataclass
+class TailWrites:
+    """The AppWrapper writes the hub committed near the drain's end, seen by a watch of
+    the namespace's AppWrappers started with the late Job watch (``LATE_WATCH_SHARE``):
+    when each write was seen (monotonic seconds), and when each AppWrapper's PodsReady
+    first read True. What the hub does in the first second after the last dispatch is
+    its one unnamed part of the after-drain window; the writes that must follow the last
+    dispatches (their pods come up after them) are counted here."""
+
+    writes: list[float] = field(default_factory=list)
+    ready: dict[str, float] = field(default_factory=dict)
+
+    def see(self, aw: dict[str, Any], now: float) -> None:
+        self.writes.append(now)
+        for cond in (aw.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodsReady" and cond.get("status") == "True":
+                self.ready.setdefault(aw["metadata"]["name"], now)
+
+    def after(self, moment: float) -> dict[str, float]:
+        """The writes and PodsReady seen after ``moment``, and when the last of each
+        came (seconds after it; 0 when none)."""
+        writes = [t - moment for t in self.writes if t > moment]
+        ready = [t - moment for t in self.ready.values() if t > moment]
+        return {"writes": len(writes), "ready": len(ready),
+                "last_write_s": max(writes, default=0.0),
+                "last_ready_s": max(ready, default=0.0)}
+
+
+async def last_writes_seen(hub: Connection, ns: str, seen: TailWrites) -> None:
+    """Each AppWrapper write in ``ns`` from now on (``TailWrites``); like
+    ``last_jobs_seen``, a few hundred events near the drain's end."""
+    path = refs.APPWRAPPERS.path(namespace=ns)
+    listed = await hub.request("GET", path, params={"limit": "1"})
+    params = {"watch": "true", "resourceVersion": listed["metadata"]["resourceVersion"],
+              "timeoutSeconds": "3600"}
+    async for line in hub.stream_lines(path, params=params, read_timeout=3630,
+                                       shared=False):
+        if line.get("type") == "MODIFIED":
+            seen.see(line["object"], time.monotonic())
+
+
 async def created_if_all(spokes: list[Connection], ns: str,
                          wanted: set[str]) -> dict[str, float] | None:
     """``created_jobs`` once every wanted Job is there (mcad counts a dispatch when the
@@ -917,6 +958,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     unanswered: list[float] = []  # seconds since ready when it did not answer in 5 s
     limits: list[float] = []  # mcad_reconcile_limit, read with each answer
     late_seen: dict[str, float] = {}  # Job name: when the late watch saw it (monotonic)
+    tail = TailWrites()  # the hub's AppWrapper writes near the end (a late watch)
     tail_profile: list[asyncio.Task[None]] = []  # (--hub-tail-profile)
 
     async def drained() -> bool:
@@ -944,6 +986,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
         if left <= max(20, count * LATE_WATCH_SHARE) and len(watchers) == len(spokes) + 1:
             watchers.extend(asyncio.create_task(last_jobs_seen(s, ns, late_seen))
                             for s in spokes)
+            watchers.append(asyncio.create_task(last_writes_seen(hub, ns, tail)))
         if time.monotonic() - last_report > 15:
             rss = samples.rss_mb[-1][1] if samples.rss_mb else 0
             say(f"mcad: {done} dispatched (probes included) of {count} queued, "
@@ -1021,7 +1064,10 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
     return {
         "appwrappers": count, "dispatched": len(wanted & created.keys()),
         "startup_s": ready - launched, "drain_s": last - ready_wall,
-        "mcad_per_s": count / (last - ready_wall),
+        # Under the stamps' second the drain has no rate (a toy size can be dispatched
+        # before /readyz answers, and its "drain" is then negative).
+        "mcad_per_s": count / (last - ready_wall) if last - ready_wall >= 1.0
+        else float("nan"),
         "probes": len(waits),
         "probe_wait_p50_s": statistics.median(waits) if waits else float("nan"),
         "probe_wait_max_s": max(waits, default=float("nan")),
@@ -1076,6 +1122,7 @@ async def drain(state: Any, hub: Connection, spokes: list[Connection], count: in
                                                          "mcad_status_writes_waiting")),
         "workqueue_depth_at_end": int(sample_value(after_text, "mcad_workqueue_depth")),
         "after_drain_hub_asked": asked,
+        "after_drain_hub_writes": tail.after(ready + last_dispatch),
         "drain_hub_gc_cycles": gc_drained.cycles - gc_before.cycles,
         "drain_hub_heap_mb": gc_drained.heap / 2**20,
         "after_drain_hub_gc_cycles": gc_cycles,
@@ -1308,6 +1355,14 @@ def render(f: dict[str, Any], nodes: int) -> str:
         f"{f.get('after_drain_hub_asked_for_s', 0):.0f} s) | "
         + ("; ".join(f"{what}: {n:,}" for what, n in f.get("after_drain_hub_asked") or [])
            or "-") + " | |",
+        *([f"| the AppWrapper writes the hub committed after the last dispatch (a watch "
+           f"of the namespace's AppWrappers from the last {LATE_WATCH_SHARE:.0%} of the "
+           f"drain): all; PodsReady among them; seconds after it to the last of each; the "
+           f"hub's CPU in the first three seconds (cores) | "
+           f"{w['writes']:.0f}; {w['ready']:.0f}; {w['last_write_s']:.2f} s, "
+           f"{w['last_ready_s']:.2f} s; "
+           + ", ".join(f"{c:.2f}" for c in f["after_drain_hub_series"][:3]) + " | |"
+           for w in [f.get("after_drain_hub_writes")] if w]),
         *([f"| the hub API server's Go collector (its /metrics): cycles in the drain; "
            f"heap in use at its end; cycles ending in the window after it | "
            f"{f['drain_hub_gc_cycles']:.0f} (one every "
@@ -1458,7 +1513,11 @@ def main() -> int:
         f"x{result['after_drain_hub_cpu_ratio_stamped']:.2f} from the last Job's stamp; "
         f"x{result['after_drain_hub_cpu_ratio_stored']:.2f} over its level with the "
         "backlog stored); asked most: "
-        + "; ".join(f"{what}: {n:,}" for what, n in result["after_drain_hub_asked"]))
+        + "; ".join(f"{what}: {n:,}" for what, n in result["after_drain_hub_asked"])
+        + "; AppWrapper writes after the last dispatch (PodsReady): "
+        f"{result['after_drain_hub_writes']['writes']:.0f} "
+        f"({result['after_drain_hub_writes']['ready']:.0f}), the last "
+        f"{result['after_drain_hub_writes']['last_write_s']:.2f} s after it")
     if args.smoke:
         return smoke_verdict(result)
     return 0

@@ -115,3 +115,23 @@ def test_the_hubs_collector_cycles_after_the_drain_count_one_that_ended_before_t
     # A page without the collector's series says nothing, rather than zero.
     absent = scale.GcReading.of("apiserver_request_total 3")
     assert all(math.isnan(v) for v in (absent.cycles, absent.last_end, absent.heap))
+
+
+def aw(name: str, *conditions: tuple[str, str]) -> dict[str, object]:
+    return {"metadata": {"name": name},
+            "status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}
+
+
+def test_the_writes_after_the_last_dispatch_count_each_write_and_each_first_podsready(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    scale = load(monkeypatch, "scale")
+    tail = scale.TailWrites()
+    tail.see(aw("a", ("PodsReady", "True")), 9.0)  # before the last dispatch: not counted
+    tail.see(aw("b", ("Dispatched", "True")), 10.2)  # the dispatch write, no PodsReady yet
+    tail.see(aw("b", ("Dispatched", "True"), ("PodsReady", "False")), 10.4)
+    tail.see(aw("b", ("Dispatched", "True"), ("PodsReady", "True")), 10.9)
+    tail.see(aw("a", ("PodsReady", "True")), 11.5)  # a later write: a's PodsReady was earlier
+    assert tail.after(10.0) == {"writes": 4, "ready": 1, "last_write_s": 1.5,
+                                "last_ready_s": pytest.approx(0.9)}
+    assert tail.after(12.0) == {"writes": 0, "ready": 0, "last_write_s": 0.0,
+                                "last_ready_s": 0.0}
