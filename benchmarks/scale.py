@@ -44,6 +44,9 @@
    1.0 is as idle as before the backlog), the seconds until it stays within 1.5x of
    that level (``after_drain_hub_busy_s``), and its level in the last 10 s of the window
    (``after_drain_hub_settled_cores``: the hub idle with the backlog's objects in it).
+   What the hub commits after the last dispatch is counted by a watch of the
+   namespace's AppWrappers started with the late Job watch (``after_drain_hub_writes``:
+   the writes, those making PodsReady true, and when the last of each came).
 
 ``--hub-tail-profile FILE`` serves the test bed's /debug/pprof and writes a CPU profile
 of the hub API server for 6 s from when mcad's counter says every AppWrapper is
