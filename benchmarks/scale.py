@@ -400,17 +400,24 @@ async def created_jobs(spokes: list[Connection], ns: str) -> dict[str, float]:
     return out
 
 
-async def last_jobs_seen(conn: Connection, ns: str, seen: dict[str, float]) -> None:
-    """Each Job created in ``ns`` on ``conn`` from now on, by name: when this watch saw
-    it (monotonic seconds). Started near the drain's end only (``LATE_WATCH_SHARE``), so the
-    last dispatch is timed to the watch's delay, not to the second of its stamp; its
-    events are a few hundred, not the backlog's."""
-    path = JOBS.path(namespace=ns)
+async def events_from_now(conn: Connection, path: str) -> AsyncIterator[dict[str, Any]]:
+    """The watch events at ``path`` from now on, none of what is there already: its
+    resourceVersion is read with a list of one item, so a late watch carries the few
+    hundred events of the drain's end, not the backlog's."""
     listed = await conn.request("GET", path, params={"limit": "1"})
     params = {"watch": "true", "resourceVersion": listed["metadata"]["resourceVersion"],
               "timeoutSeconds": "3600"}
     async for line in conn.stream_lines(path, params=params, read_timeout=3630,
                                         shared=False):
+        yield line
+
+
+async def last_jobs_seen(conn: Connection, ns: str, seen: dict[str, float]) -> None:
+    """Each Job created in ``ns`` on ``conn`` from now on, by name: when this watch saw
+    it (monotonic seconds). Started near the drain's end only (``LATE_WATCH_SHARE``), so the
+    last dispatch is timed to the watch's delay, not to the second of its stamp; its
+    events are a few hundred, not the backlog's."""
+    async for line in events_from_now(conn, JOBS.path(namespace=ns)):
         if line.get("type") == "ADDED":
             seen.setdefault(line["object"]["metadata"]["name"], time.monotonic())
 
@@ -446,12 +453,7 @@ class TailWrites:
 async def last_writes_seen(hub: Connection, ns: str, seen: TailWrites) -> None:
     """Each AppWrapper write in ``ns`` from now on (``TailWrites``); like
     ``last_jobs_seen``, a few hundred events near the drain's end."""
-    path = refs.APPWRAPPERS.path(namespace=ns)
-    listed = await hub.request("GET", path, params={"limit": "1"})
-    params = {"watch": "true", "resourceVersion": listed["metadata"]["resourceVersion"],
-              "timeoutSeconds": "3600"}
-    async for line in hub.stream_lines(path, params=params, read_timeout=3630,
-                                       shared=False):
+    async for line in events_from_now(hub, refs.APPWRAPPERS.path(namespace=ns)):
         if line.get("type") == "MODIFIED":
             seen.see(line["object"], time.monotonic())
 
