@@ -71,6 +71,7 @@ import bisect
 import contextlib
 import itertools
 import json
+import math
 import os
 import platform
 import shutil
@@ -110,7 +111,7 @@ from e2e.cluster.components import PROFILING_ENV
 from e2e.cluster.topology import TestbedSpec, free_ports
 from e2e.waiting import wait_until
 from mcad.api.visibility import API_SERVICE
-from mcad.controller.clock import rfc3339, utcnow
+from mcad.controller.clock import parse_time, rfc3339, utcnow
 from mcad.core.life.wrapping import UID_LABEL
 from mcad.gateway import refs, verbs
 from mcad.gateway.connection import Connection
@@ -426,11 +427,15 @@ async def last_jobs_seen(conn: Connection, ns: str, seen: dict[str, float]) -> N
 class TailWrites:
     """The AppWrapper writes the hub committed near the drain's end, seen by a watch of
     the namespace's AppWrappers started with the late Job watch (``LATE_WATCH_SHARE``):
-    when each write was seen (monotonic seconds), and when each AppWrapper's PodsReady
-    first read True. What the hub does in the first second after the last dispatch is
-    its one unnamed part of the after-drain window; the writes that must follow the last
-    dispatches (their pods come up after them) are counted here."""
+    when each write was seen (monotonic seconds), and when the write that made each
+    AppWrapper's PodsReady true was seen. What the hub does in the first second after
+    the last dispatch is its one unnamed part of the after-drain window; the writes that
+    must follow the last dispatches (their pods come up after them) are counted here."""
 
+    since: float = 0.0
+    """When the watch started (epoch seconds). A PodsReady that turned true before it
+    (its lastTransitionTime, a second's resolution, says so) was made by a write this
+    watch did not see: a later write of that AppWrapper is not the one that made it."""
     writes: list[float] = field(default_factory=list)
     ready: dict[str, float] = field(default_factory=dict)
 
@@ -438,7 +443,9 @@ class TailWrites:
         self.writes.append(now)
         for cond in (aw.get("status") or {}).get("conditions") or []:
             if cond.get("type") == "PodsReady" and cond.get("status") == "True":
-                self.ready.setdefault(aw["metadata"]["name"], now)
+                turned = parse_time(cond.get("lastTransitionTime"))
+                if turned is not None and turned.timestamp() >= math.floor(self.since):
+                    self.ready.setdefault(aw["metadata"]["name"], now)
 
     def after(self, moment: float) -> dict[str, float]:
         """The writes and PodsReady seen after ``moment``, and when the last of each
@@ -453,6 +460,7 @@ class TailWrites:
 async def last_writes_seen(hub: Connection, ns: str, seen: TailWrites) -> None:
     """Each AppWrapper write in ``ns`` from now on (``TailWrites``); like
     ``last_jobs_seen``, a few hundred events near the drain's end."""
+    seen.since = time.time()
     async for line in events_from_now(hub, refs.APPWRAPPERS.path(namespace=ns)):
         if line.get("type") == "MODIFIED":
             seen.see(line["object"], time.monotonic())

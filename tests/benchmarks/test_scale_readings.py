@@ -117,21 +117,28 @@ def test_the_hubs_collector_cycles_after_the_drain_count_one_that_ended_before_t
     assert all(math.isnan(v) for v in (absent.cycles, absent.last_end, absent.heap))
 
 
-def aw(name: str, *conditions: tuple[str, str]) -> dict[str, object]:
+def aw(name: str, *conditions: tuple[str, str, str]) -> dict[str, object]:
+    """An AppWrapper with (type, status, lastTransitionTime) conditions."""
     return {"metadata": {"name": name},
-            "status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}
+            "status": {"conditions": [{"type": t, "status": s, "lastTransitionTime": at}
+                                      for t, s, at in conditions]}}
 
 
 def test_the_writes_after_the_last_dispatch_count_each_write_and_each_first_podsready(
         monkeypatch: pytest.MonkeyPatch) -> None:
     scale = load(monkeypatch, "scale")
-    tail = scale.TailWrites()
-    tail.see(aw("a", ("PodsReady", "True")), 9.0)  # before the last dispatch: not counted
-    tail.see(aw("b", ("Dispatched", "True")), 10.2)  # the dispatch write, no PodsReady yet
-    tail.see(aw("b", ("Dispatched", "True"), ("PodsReady", "False")), 10.4)
-    tail.see(aw("b", ("Dispatched", "True"), ("PodsReady", "True")), 10.9)
-    tail.see(aw("a", ("PodsReady", "True")), 11.5)  # a later write: a's PodsReady was earlier
-    assert tail.after(10.0) == {"writes": 4, "ready": 1, "last_write_s": 1.5,
+    tail = scale.TailWrites(since=1000.4)  # the watch started at epoch 1000.4
+    before = "1970-01-01T00:16:39Z"  # epoch 999: turned true before the watch started
+    start = "1970-01-01T00:16:40Z"  # epoch 1000: the watch's own second
+    later = "1970-01-01T00:16:41Z"
+    tail.see(aw("a", ("PodsReady", "True", start)), 9.0)  # before the last dispatch
+    tail.see(aw("b", ("Dispatched", "True", start)), 10.2)  # no PodsReady yet
+    tail.see(aw("b", ("Dispatched", "True", start), ("PodsReady", "False", start)), 10.4)
+    tail.see(aw("b", ("Dispatched", "True", start), ("PodsReady", "True", later)), 10.9)
+    tail.see(aw("a", ("PodsReady", "True", start)), 11.5)  # a's PodsReady was made at 9.0
+    # c turned ready before the watch began: its later write did not make it ready.
+    tail.see(aw("c", ("PodsReady", "True", before)), 11.7)
+    assert tail.after(10.0) == {"writes": 5, "ready": 1, "last_write_s": pytest.approx(1.7),
                                 "last_ready_s": pytest.approx(0.9)}
     assert tail.after(12.0) == {"writes": 0, "ready": 0, "last_write_s": 0.0,
                                 "last_ready_s": 0.0}
